@@ -1,0 +1,288 @@
+"""A request as the KV-cache manager sees it: token ids, progress, and block hashes.
+
+Mirrors: vllm/v1/request.py::Request and ::RequestStatus, reduced to what the KV-cache
+manager, the scheduler and block hashing read. Left out (nothing in kvlab reads them):
+structured output, streaming sessions, engine events, prefill stats, async-scheduling
+discards and trace headers.
+
+``block_hashes`` holds one hash per full block of ``all_token_ids`` (at the hasher's block
+size), computed at construction and extended whenever output tokens complete a block::
+
+    all_token_ids  [p0 p1 p2 p3][p4 p5 o0 o1][o2 ..      (block_size 4, p = prompt, o = output)
+    block_hashes    H0           H1           (o2's block is not full yet)
+
+Example:
+    >>> from kvlab.core.kv_cache_utils import get_request_block_hasher, init_none_hash, sha256
+    >>> init_none_hash(sha256)
+    >>> req = Request("r0", [1, 2, 3, 4, 5, 6], SamplingParams(max_tokens=4), None,
+    ...               block_hasher=get_request_block_hasher(4, sha256))
+    >>> len(req.block_hashes), req.num_tokens
+    (1, 6)
+    >>> req.append_output_token_ids([7, 8]); len(req.block_hashes)
+    2
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kvlab.core.request_params import (
+    ConstantList,
+    LoRARequest,
+    MultiModalFeatureSpec,
+    PlaceholderRange,
+    PoolingParams,
+    SamplingParams,
+)
+
+if TYPE_CHECKING:
+    from kvlab.core.block_hash import BlockHash
+
+__all__ = [
+    "ConstantList",
+    "LoRARequest",
+    "MultiModalFeatureSpec",
+    "PlaceholderRange",
+    "PoolingParams",
+    "Request",
+    "RequestStatus",
+    "SamplingParams",
+]
+
+
+class RequestStatus(enum.IntEnum):
+    """Where a request is in its life. Mirrors vllm/v1/request.py::RequestStatus (same order)."""
+
+    WAITING = enum.auto()
+    WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR = enum.auto()
+    WAITING_FOR_REMOTE_KVS = enum.auto()
+    WAITING_FOR_STREAMING_REQ = enum.auto()
+    RUNNING = enum.auto()
+    PREEMPTED = enum.auto()
+    # NOTE: every status after PREEMPTED is a finished one.
+    FINISHED_STOPPED = enum.auto()
+    FINISHED_LENGTH_CAPPED = enum.auto()
+    FINISHED_ABORTED = enum.auto()
+    FINISHED_IGNORED = enum.auto()
+    FINISHED_ERROR = enum.auto()
+    FINISHED_REPETITION = enum.auto()
+
+    def __str__(self) -> str:
+        return self.name
+
+    @staticmethod
+    def is_finished(status: RequestStatus) -> bool:
+        """True for the FINISHED_* statuses."""
+        return status > RequestStatus.PREEMPTED
+
+
+def _num_prompt_tokens(prompt_token_ids: list[int] | None, prompt_embeds: Any) -> int:
+    """len(prompt_token_ids) or len(prompt_embeds); both given must agree (vLLM's rule)."""
+    if prompt_token_ids is None:
+        if prompt_embeds is None:
+            raise ValueError("Neither prompt_token_ids nor prompt_embeds were defined.")
+        return len(prompt_embeds)
+    if prompt_embeds is not None and len(prompt_embeds) != len(prompt_token_ids):
+        raise ValueError(
+            f"Prompt token ids and prompt embeds had different lengths "
+            f"prompt_token_ids={len(prompt_token_ids)} prompt_embeds={len(prompt_embeds)}"
+        )
+    return len(prompt_token_ids)
+
+
+def _max_tokens_and_kv_transfer_params(
+    request_id: str, sampling_params: SamplingParams | None, pooling_params: PoolingParams | None
+) -> tuple[int, dict[str, Any] | None]:
+    """(max_tokens, kv_transfer_params) as vLLM's Request derives them from its params."""
+    if pooling_params is not None:
+        return 1, None
+    if sampling_params is None:
+        raise ValueError("sampling_params and pooling_params can't both be unset")
+    if sampling_params.max_tokens is None:
+        raise ValueError(f"request {request_id}: sampling_params.max_tokens must be set")
+    extra_args = sampling_params.extra_args
+    return sampling_params.max_tokens, (
+        extra_args.get("kv_transfer_params") if extra_args is not None else None
+    )
+
+
+class Request:
+    """One request's tokens, progress and block hashes.
+
+    Mirrors: vllm/v1/request.py::Request (same constructor keywords; unused ones are kept so
+    code written for vLLM runs, and ignored).
+
+    Args:
+        request_id: Unique id.
+        prompt_token_ids: The prompt (token ids), or None with prompt_embeds.
+        sampling_params: For generation (max_tokens, prompt_logprobs, ...); or None with
+            pooling_params.
+        pooling_params: For pooling models (max_tokens is then 1).
+        arrival_time: Seconds since the epoch (default: now); orders equal priorities.
+        prompt_embeds: [num_prompt_tokens, hidden] torch tensor or numpy array, or None;
+            hashed into block keys.
+        mm_features: Multimodal items sorted by mm_position.offset.
+        lora_request: The LoRA adapter, or None.
+        cache_salt: Salt hashed into the first block (isolates tenants' caches).
+        priority: Lower runs first under priority scheduling.
+        block_hasher: ``hasher(request) -> new block hashes`` (get_request_block_hasher), or
+            None for no hashing (prefix caching off).
+
+    Raises:
+        ValueError: If both sampling_params and pooling_params are None, max_tokens is unset,
+            or there is no prompt.
+    """
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: list[int] | None,
+        sampling_params: SamplingParams | None,
+        pooling_params: PoolingParams | None,
+        client_index: int = 0,
+        arrival_time: float | None = None,
+        prompt_embeds: Any = None,
+        prompt_is_token_ids: list[bool] | None = None,
+        mm_features: list[MultiModalFeatureSpec] | None = None,
+        lora_request: LoRARequest | None = None,
+        cache_salt: str | None = None,
+        priority: int = 0,
+        trace_headers: Mapping[str, str] | None = None,
+        block_hasher: Callable[[Request], list[BlockHash]] | None = None,
+        resumable: bool = False,
+        reasoning_ended: bool | None = None,
+        reasoning_parser_kwargs: dict[str, Any] | None = None,
+        abort_immediately: bool = False,
+    ) -> None:
+        self.request_id = request_id
+        self.client_index = client_index
+        self.priority = priority
+        self.sampling_params = sampling_params
+        self.pooling_params = pooling_params
+        self.lora_request = lora_request
+        self.arrival_time = arrival_time if arrival_time is not None else time.time()
+        self.status = RequestStatus.WAITING
+        self.stop_reason: int | str | None = None
+        self.max_tokens, self.kv_transfer_params = _max_tokens_and_kv_transfer_params(
+            request_id, sampling_params, pooling_params
+        )
+        self.prompt_token_ids = prompt_token_ids
+        self.prompt_embeds = prompt_embeds
+        self.prompt_is_token_ids = prompt_is_token_ids
+        # NOTE: per-(start, end) block hash of prompt embeds, filled by block hashing.
+        self._prompt_embeds_per_block_hashes: dict[tuple[int, int], bytes] = {}
+        self.num_prompt_tokens = _num_prompt_tokens(prompt_token_ids, prompt_embeds)
+        self._output_token_ids: list[int] = []
+        self._all_token_ids: list[int] = (
+            list(prompt_token_ids) if prompt_token_ids is not None else [0] * self.num_prompt_tokens
+        )
+        self.num_output_placeholders = 0
+        self.spec_token_ids: list[int] = []
+        self.num_computed_tokens = 0
+        self.cache_salt: str | None = cache_salt
+        self.mm_features: list[MultiModalFeatureSpec] = mm_features or []
+        # NOTE: read-only views; tokens enter only through append_output_token_ids so that
+        # the two lists and block_hashes stay in step.
+        self.output_token_ids = ConstantList(self._output_token_ids)
+        self.all_token_ids = ConstantList(self._all_token_ids)
+        self.is_prefill_chunk = False
+        self.num_preemptions = 0
+        self.block_hashes: list[BlockHash] = []
+        self._block_hasher = block_hasher
+        self.update_block_hashes()
+        self.skip_reading_prefix_cache = self.get_skip_reading_prefix_cache()
+        self.resumable = resumable
+        self.abort_immediately = abort_immediately
+
+    def append_output_token_ids(self, token_ids: int | list[int]) -> None:
+        """Append generated token(s) and hash any block they complete.
+
+        Args:
+            token_ids: One token id or a list of them.
+        """
+        if isinstance(token_ids, int):
+            self._output_token_ids.append(token_ids)
+            self._all_token_ids.append(token_ids)
+        else:
+            self._output_token_ids.extend(token_ids)
+            self._all_token_ids.extend(token_ids)
+        self.update_block_hashes()
+
+    def update_block_hashes(self) -> None:
+        """Extend block_hashes with the hashes of newly full blocks (no-op without a hasher)."""
+        if self._block_hasher is not None:
+            self.block_hashes.extend(self._block_hasher(self))
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt + output tokens (tokens)."""
+        return len(self._all_token_ids)
+
+    @property
+    def num_tokens_with_spec(self) -> int:
+        """num_tokens plus speculative draft tokens (tokens)."""
+        return len(self._all_token_ids) + len(self.spec_token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        """Generated tokens (tokens)."""
+        return len(self._output_token_ids)
+
+    @property
+    def num_encoder_inputs(self) -> int:
+        """Multimodal items of the request."""
+        return len(self.mm_features)
+
+    @property
+    def has_encoder_inputs(self) -> bool:
+        """Whether the request has multimodal items."""
+        return self.num_encoder_inputs > 0
+
+    def get_num_encoder_embeds(self, input_id: int) -> int:
+        """Encoder embeddings of multimodal item ``input_id``.
+
+        Raises:
+            IndexError: If there is no such item.
+        """
+        if not 0 <= input_id < len(self.mm_features):
+            raise IndexError(
+                f"input_id {input_id} out of range for {len(self.mm_features)} mm items"
+            )
+        return self.mm_features[input_id].mm_position.get_num_embeds()
+
+    def get_skip_reading_prefix_cache(self) -> bool:
+        """The sampling (else pooling) params' skip_reading_prefix_cache, if set; else False."""
+        if (
+            self.sampling_params is not None
+            and self.sampling_params.skip_reading_prefix_cache is not None
+        ):
+            return self.sampling_params.skip_reading_prefix_cache
+        if (
+            self.pooling_params is not None
+            and self.pooling_params.skip_reading_prefix_cache is not None
+        ):
+            return self.pooling_params.skip_reading_prefix_cache
+        return False
+
+    def is_finished(self) -> bool:
+        """True once the status is a FINISHED_* one."""
+        return RequestStatus.is_finished(self.status)
+
+    def __lt__(self, other: Request) -> bool:
+        """Priority order: priority, then arrival_time, then request_id, then identity."""
+        if self.priority != other.priority:
+            return self.priority < other.priority
+        if self.arrival_time != other.arrival_time:
+            return self.arrival_time < other.arrival_time
+        if self.request_id != other.request_id:
+            return self.request_id < other.request_id
+        return id(self) < id(other)
+
+    def __repr__(self) -> str:
+        return (
+            f"Request(request_id={self.request_id!r}, num_tokens={self.num_tokens}, "
+            f"num_computed_tokens={self.num_computed_tokens}, status={self.status})"
+        )

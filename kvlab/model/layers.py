@@ -1,0 +1,112 @@
+"""The stateless pieces of a Llama decoder layer: RMSNorm, rotary embedding, SwiGLU MLP.
+
+Each matches Hugging Face's Llama implementation operation for operation in float32 (the numerically
+careful path): RMSNorm and RoPE are computed in float32 whatever the weights' dtype, then cast back.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from kvlab.model.config import ModelConfig
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """Root-mean-square layer norm over the last dim, computed in float32.
+
+    Args:
+        x: [T, hidden_size].
+        weight: [hidden_size].
+        eps: added to the mean square.
+
+    Returns:
+        [T, hidden_size] in x's dtype.
+    """
+    x32 = x.float()                                                 # (T, C)
+    inv_rms = torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)  # (T, 1)
+    return weight * (x32 * inv_rms).to(x.dtype)                     # (T, C)
+
+
+def rope_inv_freq(config: ModelConfig, freq_factors: torch.Tensor | None = None) -> torch.Tensor:
+    """Inverse frequencies of the rotary embedding, float32, with the config's scaling applied.
+
+    Args:
+        config: gives head_dim, rope_theta and rope_scaling.
+        freq_factors: optional [head_dim / 2] divisors (a GGUF's ``rope_freqs`` tensor, Llama 3.1).
+
+    Returns:
+        [head_dim / 2] float32 (radians per position).
+    """
+    hs = config.head_dim
+    exponents = torch.arange(0, hs, 2, dtype=torch.int64).float() / hs  # (hs/2,)
+    inv_freq = 1.0 / (config.rope_theta ** exponents)                   # (hs/2,)
+    scaling = config.rope_scaling
+    if freq_factors is not None:
+        inv_freq = inv_freq / freq_factors.float().cpu()
+    elif scaling is not None and scaling.rope_type == "linear":
+        inv_freq = inv_freq / scaling.factor
+    elif scaling is not None and scaling.rope_type == "llama3":
+        inv_freq = _llama3_inv_freq(inv_freq, scaling)
+    return inv_freq
+
+
+def _llama3_inv_freq(inv_freq: torch.Tensor, scaling) -> torch.Tensor:
+    # Long wavelengths (beyond original_ctx / low_freq_factor) are slowed by `factor`, short ones
+    # (below original_ctx / high_freq_factor) kept, and the band between interpolated linearly.
+    wavelen = 2 * math.pi / inv_freq                                        # (hs/2,)
+    ratio = scaling.original_max_position_embeddings / wavelen              # (hs/2,)
+    smooth = (ratio - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor)
+    smooth = smooth.clamp(0.0, 1.0)                                         # 0 = scaled, 1 = kept
+    return (1 - smooth) * inv_freq / scaling.factor + smooth * inv_freq    # (hs/2,)
+
+
+def rope_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor,
+                 dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cosines and sines of every position's rotation angles (rotate-half layout).
+
+    Args:
+        positions: [T] int token positions.
+        inv_freq: [head_dim / 2] float32.
+        dtype: dtype of the returned tables (the activations' dtype).
+
+    Returns:
+        ``(cos, sin)``, each [T, 1, head_dim], broadcastable over heads.
+    """
+    angles = positions.float()[:, None] * inv_freq.to(positions.device)[None, :]  # (T, hs/2)
+    angles = torch.cat((angles, angles), dim=-1)                                  # (T, hs)
+    return angles.cos().to(dtype)[:, None, :], angles.sin().to(dtype)[:, None, :]  # (T, 1, hs) x2
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each head's pairs ``(i, i + head_dim / 2)`` by the position's angles.
+
+    Args:
+        x: [T, num_heads, head_dim].
+        cos, sin: [T, 1, head_dim] from ``rope_cos_sin``.
+
+    Returns:
+        [T, num_heads, head_dim].
+    """
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)  # (T, nh, hs)
+    return x * cos + rotated * sin                                # (T, nh, hs)
+
+
+def swiglu_mlp(x: torch.Tensor, gate_proj: torch.Tensor, up_proj: torch.Tensor,
+               down_proj: torch.Tensor) -> torch.Tensor:
+    """Llama's MLP: ``down(silu(gate(x)) * up(x))``.
+
+    Args:
+        x: [T, hidden_size].
+        gate_proj, up_proj: [intermediate_size, hidden_size].
+        down_proj: [hidden_size, intermediate_size].
+
+    Returns:
+        [T, hidden_size].
+    """
+    gate = F.silu(F.linear(x, gate_proj))  # (T, I)
+    up = F.linear(x, up_proj)              # (T, I)
+    return F.linear(gate * up, down_proj)  # (T, C)

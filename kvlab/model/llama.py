@@ -1,0 +1,229 @@
+"""A Llama-family forward in plain torch whose attention reads and writes only the paged KV cache.
+
+One call runs a packed batch in which every sequence is a prefill, a chunk of a prefill, or a decode
+(see ``kvlab.model.attention_metadata``). Per layer::
+
+    x ──RMSNorm──► q,k,v projections ──RoPE(q,k)──► reshape_and_cache(k, v → slots)   (write)
+                                                  └─► paged_attention(q, block_table) (read)
+      ◄──+── o_proj ◄────────────────────────────────┘
+    x ──RMSNorm──► SwiGLU MLP ──+──► next layer
+
+The KV cache of layer ``i`` is ``kv_caches[i]: [2, num_blocks, block_size, num_kv_heads, head_dim]``
+(vLLM's FlashAttention layout): ``kv_caches[i][0]`` holds keys, ``kv_caches[i][1]`` values, and a token
+at ``slot = block_id * block_size + offset`` lives at ``[:, block_id, offset]``. Nothing else keeps
+keys or values between calls: run a prompt in 3 chunks and the 2nd chunk sees the 1st only through
+the blocks its ``block_table`` row names.
+
+Mirrors: vllm/model_executor/models/llama.py::LlamaForCausalLM (its forward with
+vllm/attention/layer.py::Attention). Differs: weights in a dict instead of nn.Modules, no tensor
+parallelism, no CUDA graphs, no quantized matmuls (weights are dequantized at load).
+
+Threads: the caller owns ``torch.set_num_threads``. On small CPUs, 2 OpenMP threads showed sporadic
+1-3 s stalls per step; ``torch.set_num_threads(1)`` made timings steady.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from kvlab.model.attention_metadata import AttentionMetadata
+from kvlab.model.config import ModelConfig
+from kvlab.model.layers import apply_rope, rms_norm, rope_cos_sin, rope_inv_freq, swiglu_mlp
+from kvlab.model.weights import check_weights
+
+ATTENTION_BACKENDS = ("auto", "triton", "torch")
+
+
+def default_kv_cache_group_ids(config: ModelConfig) -> list[int]:
+    """Per layer, the kv_cache_group_id of its attention type: full attention first, then each window.
+
+    ``[W, None, W, None]`` -> ``[1, 0, 1, 0]``; all full attention -> all 0.
+    """
+    windows = config.sliding_window or (None,) * config.num_layers
+    order = sorted(set(windows), key=lambda w: (w is not None, w or 0))
+    return [order.index(w) for w in windows]
+
+
+class Model:
+    """A Llama/Qwen2 decoder over kvlab's paged KV cache, easy to drive from an engine.
+
+    Example::
+
+        >>> model = Model.from_pretrained(progress=False)                   # SmolLM2-135M
+        >>> kv_caches = model.allocate_kv_caches(num_blocks=8, block_size=16)
+        >>> ids = model.tokenizer.encode("The capital of France is")
+        >>> positions, md = build_attention_metadata([[3]], [0], [len(ids)], block_size=16)
+        >>> logits = model.forward(torch.tensor(ids), positions, md, kv_caches)   # (1, 49152)
+        >>> model.tokenizer.decode([int(logits.argmax())])
+        ' Paris'
+
+    Attributes:
+        config: the ModelConfig.
+        weights: Hugging Face-named tensors (read-only by convention).
+        tokenizer: a ``kvlab.model.tokenizer.Tokenizer`` or None.
+        attention_backend: "auto" (compiled Triton on CUDA, torch reference on CPU) | "triton" (on
+            CPU: the Triton interpreter, slow) | "torch".
+        kv_cache_group_ids: per layer, which KV-cache group's tables it reads.
+    """
+
+    def __init__(self, config: ModelConfig, weights: dict[str, torch.Tensor], tokenizer=None, *,
+                 attention_backend: str = "auto", kv_cache_group_ids: list[int] | None = None):
+        if attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got "
+                             f"{attention_backend!r}")
+        check_weights(config, weights)
+        group_ids = default_kv_cache_group_ids(config) if kv_cache_group_ids is None \
+            else list(kv_cache_group_ids)
+        if len(group_ids) != config.num_layers or any(g < 0 for g in group_ids):
+            raise ValueError(f"kv_cache_group_ids needs {config.num_layers} non-negative entries, "
+                             f"got {group_ids}")
+        self.config = config
+        self.weights = weights
+        self.tokenizer = tokenizer
+        self.attention_backend = attention_backend
+        self.kv_cache_group_ids = group_ids
+        self.embed_tokens = weights["model.embed_tokens.weight"]               # (V, C)
+        self.lm_head = weights.get("lm_head.weight", self.embed_tokens)         # (V, C)
+        self.inv_freq = rope_inv_freq(config, weights.get("rope_freqs"))        # (hs/2,)
+        self.scale = config.head_dim ** -0.5
+
+    @classmethod
+    def from_pretrained(cls, source: str | Path | None = None, *,
+                        dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+                        progress: bool = True, attention_backend: str = "auto") -> Model:
+        """Load weights and tokenizer (see ``kvlab.model.loader.load_model``) and build the model."""
+        from kvlab.model.loader import load_model_and_tokenizer
+
+        config, weights, tokenizer = load_model_and_tokenizer(source, dtype=dtype, device=device,
+                                                              progress=progress)
+        return cls(config, weights, tokenizer, attention_backend=attention_backend)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """dtype of weights and activations."""
+        return self.embed_tokens.dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the weights."""
+        return self.embed_tokens.device
+
+    def kv_cache_groups(self) -> list[tuple[int | None, list[int]]]:
+        """Per kv_cache_group_id, ``(sliding_window or None, layer indices)``."""
+        groups: dict[int, tuple[int | None, list[int]]] = {}
+        for layer, gid in enumerate(self.kv_cache_group_ids):
+            groups.setdefault(gid, (self.config.layer_sliding_window(layer), []))[1].append(layer)
+        return [groups[g] for g in sorted(groups)]
+
+    def allocate_kv_caches(self, num_blocks: int, block_size: int, dtype: torch.dtype | None = None,
+                           device: str | torch.device | None = None) -> list[torch.Tensor]:
+        """Zeroed per-layer caches ``[2, num_blocks, block_size, num_kv_heads, head_dim]``.
+
+        Each layer gets its own tensor (vLLM shares one tensor between layers of different groups
+        in hybrid models; kvlab keeps them apart for clarity). Size:
+        ``num_blocks * block_size * config.kv_cache_bytes_per_token(itemsize)`` bytes.
+
+        Args:
+            num_blocks: blocks per layer (blocks), block 0 included (the null block in vLLM).
+            block_size: tokens per block (tokens).
+            dtype: cache dtype; default the model's.
+            device: default the model's.
+
+        Raises:
+            ValueError: a non-positive count.
+        """
+        if num_blocks <= 0 or block_size <= 0:
+            raise ValueError(f"num_blocks and block_size must be positive, got {num_blocks}, "
+                             f"{block_size}")
+        shape = (2, num_blocks, block_size, self.config.num_kv_heads, self.config.head_dim)
+        return [torch.zeros(shape, dtype=dtype or self.dtype, device=device or self.device)
+                for _ in range(self.config.num_layers)]
+
+    def _check_inputs(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                      attn_metadata: AttentionMetadata, kv_caches: list[torch.Tensor]) -> None:
+        c = self.config
+        if input_ids.dim() != 1 or input_ids.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"input_ids must be a 1-D int tensor [num_tokens], got "
+                            f"{input_ids.dtype} {tuple(input_ids.shape)}")
+        if positions.shape != input_ids.shape or attn_metadata.num_tokens != input_ids.shape[0]:
+            raise ValueError(f"input_ids {tuple(input_ids.shape)}, positions "
+                             f"{tuple(positions.shape)} and slot_mapping "
+                             f"({attn_metadata.num_tokens},) must have the same length")
+        if len(kv_caches) != c.num_layers:
+            raise ValueError(f"kv_caches needs one tensor per layer ({c.num_layers}), got "
+                             f"{len(kv_caches)}")
+        shape = kv_caches[0].shape
+        if kv_caches[0].dim() != 5 or shape[0] != 2 or shape[3:] != (c.num_kv_heads, c.head_dim):
+            raise ValueError(f"kv_caches[i] must be [2, num_blocks, block_size, {c.num_kv_heads}, "
+                             f"{c.head_dim}], got {tuple(shape)}")
+
+    def _attention(self, layer: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                   attn_metadata: AttentionMetadata, kv_cache: torch.Tensor) -> torch.Tensor:
+        from kvlab import kernels
+
+        c, w, p = self.config, self.weights, f"model.layers.{layer}.self_attn."
+        num_tokens = x.shape[0]
+        q = F.linear(x, w[p + "q_proj.weight"], w.get(p + "q_proj.bias"))  # (T, nq * hs)
+        k = F.linear(x, w[p + "k_proj.weight"], w.get(p + "k_proj.bias"))  # (T, nkv * hs)
+        v = F.linear(x, w[p + "v_proj.weight"], w.get(p + "v_proj.bias"))  # (T, nkv * hs)
+        q = apply_rope(q.view(num_tokens, c.num_q_heads, c.head_dim), cos, sin)   # (T, nq, hs)
+        k = apply_rope(k.view(num_tokens, c.num_kv_heads, c.head_dim), cos, sin)  # (T, nkv, hs)
+        v = v.view(num_tokens, c.num_kv_heads, c.head_dim)                        # (T, nkv, hs)
+        key_cache, value_cache = kv_cache[0], kv_cache[1]  # (num_blocks, block_size, nkv, hs) x2
+        slot_mapping, block_table = attn_metadata.tables_for_group(self.kv_cache_group_ids[layer])
+        kernels.reshape_and_cache(k.to(key_cache.dtype), v.to(value_cache.dtype), key_cache,
+                                  value_cache, slot_mapping, backend=self.attention_backend)
+        out = kernels.paged_attention(
+            q.to(key_cache.dtype), key_cache, value_cache, block_table, attn_metadata.seq_lens,
+            attn_metadata.query_start_loc, scale=self.scale,
+            sliding_window=c.layer_sliding_window(layer), backend=self.attention_backend,
+            max_query_len=attn_metadata.max_query_len, max_seq_len=attn_metadata.max_seq_len,
+        )                                                                          # (T, nq, hs)
+        out = out.to(x.dtype).reshape(num_tokens, c.num_q_heads * c.head_dim)     # (T, nq * hs)
+        return F.linear(out, w[p + "o_proj.weight"])                              # (T, C)
+
+    def _decoder_layer(self, layer: int, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                       attn_metadata: AttentionMetadata, kv_cache: torch.Tensor) -> torch.Tensor:
+        w, p, eps = self.weights, f"model.layers.{layer}.", self.config.rms_norm_eps
+        x = rms_norm(h, w[p + "input_layernorm.weight"], eps)                    # (T, C)
+        h = h + self._attention(layer, x, cos, sin, attn_metadata, kv_cache)      # (T, C)
+        x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)           # (T, C)
+        return h + swiglu_mlp(x, w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"],
+                              w[p + "mlp.down_proj.weight"])                      # (T, C)
+
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
+                attn_metadata: AttentionMetadata, kv_caches: list[torch.Tensor], *,
+                return_all_logits: bool = False) -> torch.Tensor:
+        """Run one packed batch through the model, writing its keys/values into ``kv_caches``.
+
+        Args:
+            input_ids: [num_tokens] int token ids, every sequence's new tokens back to back.
+            positions: [num_tokens] int position of each token in its sequence (tokens).
+            attn_metadata: where the tokens' slots and the sequences' blocks are.
+            kv_caches: per layer ``[2, num_blocks, block_size, num_kv_heads, head_dim]``, written in
+                place at ``attn_metadata``'s slots.
+            return_all_logits: False = logits of each sequence's last new token; True = of every
+                token.
+
+        Returns:
+            float32 logits, [num_seqs, vocab_size] (or [num_tokens, vocab_size]).
+
+        Raises:
+            TypeError, ValueError: inputs of the wrong dtype, shape or length (nothing is written).
+        """
+        self._check_inputs(input_ids, positions, attn_metadata, kv_caches)
+        cos, sin = rope_cos_sin(positions, self.inv_freq, self.dtype)  # (T, 1, hs) x2
+        h = F.embedding(input_ids, self.embed_tokens)                  # (T, C)
+        for layer in range(self.config.num_layers):
+            h = self._decoder_layer(layer, h, cos, sin, attn_metadata, kv_caches[layer])  # (T, C)
+        if not return_all_logits:
+            last = attn_metadata.query_start_loc[1:].long() - 1        # (S,)
+            h = h[last]                                                 # (S, C)
+        h = rms_norm(h, self.weights["model.norm.weight"], self.config.rms_norm_eps)
+        return F.linear(h, self.lm_head).float()                       # (S | T, V)
+
+    __call__ = forward

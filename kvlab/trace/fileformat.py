@@ -1,0 +1,279 @@
+"""The trace file: a zip holding a JSON header and one .npy entry per array (format_version 1).
+
+Layout (every entry deflate-compressed; ``header.json`` is written first)::
+
+    header.json        {"magic": "kvlab-trace", "format_version": 1, "kvlab_version": ...,
+                        "num_events": n, "arrays": {name: {"dtype", "shape"}}, "config": {...},
+                        "call_names": [...], "requests": [...], "checkpoint_interval": k,
+                        "initial_state": {"num_blocks", "num_groups", "null_block_id"}}
+    kind.npy depth.npy group.npy request.npy a.npy b.npy offsets.npy payload.npy
+    step_seq.npy step_val.npy hash_blob.npy hash_offsets.npy
+    init_free_queue.npy init_ref_cnt.npy init_block_hash.npy          (int64 key codes / -1)
+    init_cached.npy    int64 [k, 2]: (key code, block_id) in map insertion order
+    init_req.npy       int64 [m, 3]: (group, request index, block_id), list order kept
+
+Loading checks everything it relies on and raises TraceFormatError naming the problem: not a
+zip / truncated, foreign (no header or wrong magic), newer format_version, a damaged entry (CRC
+or .npy parse), or arrays that contradict the header or each other.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import zipfile
+import zlib
+from collections import OrderedDict
+from os import PathLike
+from typing import Any
+
+import numpy as np
+
+import kvlab
+from kvlab.trace.columns import COLUMN_DTYPES, OFFSET_DTYPE, PAYLOAD_DTYPE, Columns
+from kvlab.trace.events import EventKind
+from kvlab.trace.state import KVState
+from kvlab.trace.tables import FrozenTables
+
+__all__ = ["FORMAT_VERSION", "MAGIC", "TraceFormatError", "load_trace", "save_trace"]
+
+MAGIC = "kvlab-trace"
+FORMAT_VERSION = 1
+_EXPECTED: dict[str, np.dtype] = {
+    **COLUMN_DTYPES,
+    "offsets": OFFSET_DTYPE,
+    "payload": PAYLOAD_DTYPE,
+    "step_seq": np.dtype(np.int64),
+    "step_val": np.dtype(np.int32),
+    "hash_blob": np.dtype(np.uint8),
+    "hash_offsets": np.dtype(np.int64),
+    "init_free_queue": np.dtype(np.int64),
+    "init_ref_cnt": np.dtype(np.int64),
+    "init_block_hash": np.dtype(np.int64),
+    "init_cached": np.dtype(np.int64),
+    "init_req": np.dtype(np.int64),
+}
+
+
+class TraceFormatError(ValueError):
+    """A file is not a readable kvlab trace; the message says why and what was expected."""
+
+
+def save_trace(trace: Any, path: str | PathLike[str]) -> int:
+    """Write ``trace`` to ``path``.
+
+    Args:
+        trace: A kvlab.trace.Trace.
+        path: Destination file (overwritten).
+
+    Returns:
+        Size of the written file (bytes).
+    """
+    arrays = dict(trace.cols.arrays())
+    arrays["hash_blob"] = trace.tables.hash_blob
+    arrays["hash_offsets"] = trace.tables.hash_offsets
+    arrays.update(_state_arrays(trace.initial_state))
+    s = trace.initial_state
+    header = {
+        "magic": MAGIC,
+        "format_version": FORMAT_VERSION,
+        "kvlab_version": kvlab.__version__,
+        "num_events": len(trace),
+        "config": trace.config,
+        "call_names": trace.call_names,
+        "requests": trace.tables.requests,
+        "checkpoint_interval": trace.checkpoint_interval,
+        "initial_state": {
+            "num_blocks": s.num_blocks,
+            "num_groups": s.num_groups,
+            "null_block_id": s.null_block_id,
+        },
+        "arrays": {k: {"dtype": v.dtype.str, "shape": list(v.shape)} for k, v in arrays.items()},
+    }
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+        zf.writestr("header.json", json.dumps(header))
+        for name, arr in arrays.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
+            zf.writestr(f"{name}.npy", buf.getvalue())
+    return os.path.getsize(path)
+
+
+def _state_arrays(s: KVState) -> dict[str, np.ndarray]:
+    cached = [(code, bid) for code, ids in s.cached.items() for bid in ids]
+    req = [
+        (g, r, bid)
+        for g, blocks in enumerate(s.req_to_blocks)
+        for r, ids in blocks.items()
+        for bid in ids
+    ]
+    return {
+        "init_free_queue": np.array(list(s.free_queue), dtype=np.int64),
+        "init_ref_cnt": np.array(s.ref_cnt, dtype=np.int64),
+        "init_block_hash": np.array(s.block_hash, dtype=np.int64),
+        "init_cached": np.array(cached, dtype=np.int64).reshape(-1, 2),
+        "init_req": np.array(req, dtype=np.int64).reshape(-1, 3),
+    }
+
+
+def load_trace(path: str | PathLike[str]) -> Any:
+    """Read a trace written by ``save_trace`` (or ``Trace.save``).
+
+    Args:
+        path: The file.
+
+    Returns:
+        The Trace.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        TraceFormatError: If the file is truncated, damaged, foreign or from a newer kvlab.
+    """
+    from kvlab.trace.trace import Trace
+
+    try:
+        zf = zipfile.ZipFile(path, "r")
+    except zipfile.BadZipFile as exc:
+        raise TraceFormatError(
+            f"{path}: not a kvlab trace: not a zip archive, or truncated ({exc})"
+        ) from exc
+    with zf:
+        header = _read_header(zf, path)
+        arrays = {
+            name: _read_array(zf, path, name, spec) for name, spec in header["arrays"].items()
+        }
+    missing = sorted(set(_EXPECTED) - set(arrays))
+    if missing:
+        raise TraceFormatError(f"{path}: damaged trace: missing arrays {missing}")
+    cols = Columns(**{name: arrays[name] for name in Columns.__dataclass_fields__})
+    _validate(cols, arrays, header, path)
+    try:
+        tables = FrozenTables(list(header["requests"]), arrays["hash_blob"], arrays["hash_offsets"])
+        state = _rebuild_state(header["initial_state"], arrays, tables)
+    except (ValueError, TypeError, KeyError, IndexError) as exc:
+        raise TraceFormatError(
+            f"{path}: damaged trace: bad tables or initial state ({exc})"
+        ) from exc
+    return Trace(
+        cols,
+        tables,
+        state,
+        config=header.get("config") or {},
+        call_names=list(header.get("call_names") or []),
+        checkpoint_interval=int(header.get("checkpoint_interval") or 4096),
+    )
+
+
+def _read_header(zf: zipfile.ZipFile, path: Any) -> dict[str, Any]:
+    try:
+        raw = zf.read("header.json")
+    except KeyError:
+        raise TraceFormatError(
+            f"{path}: not a kvlab trace: a zip without header.json (foreign file)"
+        ) from None
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise TraceFormatError(f"{path}: damaged trace: header.json unreadable ({exc})") from exc
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceFormatError(
+            f"{path}: damaged trace: header.json is not valid JSON ({exc})"
+        ) from exc
+    if not isinstance(header, dict) or header.get("magic") != MAGIC:
+        got = header.get("magic") if isinstance(header, dict) else type(header).__name__
+        raise TraceFormatError(f"{path}: not a kvlab trace: magic is {got!r}, expected {MAGIC!r}")
+    version = header.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise TraceFormatError(
+            f"{path}: damaged trace: format_version {version!r} is not an int >= 1"
+        )
+    if version > FORMAT_VERSION:
+        raise TraceFormatError(
+            f"{path}: written by a newer kvlab (format_version {version}, by kvlab "
+            f"{header.get('kvlab_version')}); this kvlab {kvlab.__version__} reads format_version "
+            f"<= {FORMAT_VERSION}: upgrade kvlab"
+        )
+    for key, typ in (
+        ("num_events", int),
+        ("arrays", dict),
+        ("requests", list),
+        ("initial_state", dict),
+    ):
+        if not isinstance(header.get(key), typ):
+            raise TraceFormatError(
+                f"{path}: damaged trace: header field {key!r} missing or not a {typ.__name__}"
+            )
+    return header
+
+
+def _read_array(zf: zipfile.ZipFile, path: Any, name: str, spec: Any) -> np.ndarray:
+    try:
+        raw = zf.read(f"{name}.npy")
+        arr = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
+    except KeyError:
+        raise TraceFormatError(
+            f"{path}: damaged trace: entry {name}.npy listed in the header is missing"
+        ) from None
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as exc:
+        raise TraceFormatError(
+            f"{path}: damaged trace: entry {name}.npy unreadable ({exc})"
+        ) from exc
+    want = _EXPECTED.get(name)
+    if want is not None and arr.dtype != want:
+        raise TraceFormatError(
+            f"{path}: damaged trace: {name} has dtype {arr.dtype}, expected {want}"
+        )
+    if not isinstance(spec, dict) or list(arr.shape) != list(spec.get("shape", [])):
+        raise TraceFormatError(
+            f"{path}: damaged trace: {name} has shape {list(arr.shape)}, header says {spec}"
+        )
+    return arr
+
+
+def _validate(
+    cols: Columns, arrays: dict[str, np.ndarray], header: dict[str, Any], path: Any
+) -> None:
+    n = header["num_events"]
+    for name in COLUMN_DTYPES:
+        if len(arrays[name]) != n:
+            raise TraceFormatError(
+                f"{path}: damaged trace: column {name} has {len(arrays[name])} rows, expected {n}"
+            )
+    off = cols.offsets.astype(np.int64)
+    if len(off) != n + 1 or off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] != len(cols.payload):
+        raise TraceFormatError(
+            f"{path}: damaged trace: payload offsets inconsistent with {n} events "
+            f"and {len(cols.payload)} payload ints"
+        )
+    if n and int(cols.kind.max()) >= len(EventKind):
+        raise TraceFormatError(f"{path}: damaged trace: unknown event kind {int(cols.kind.max())}")
+    if n and int(cols.request.max(initial=-1)) >= len(header["requests"]):
+        raise TraceFormatError(f"{path}: damaged trace: request index beyond the request table")
+    if len(cols.step_seq) == 0 or len(cols.step_seq) != len(cols.step_val) or cols.step_seq[0] != 0:
+        raise TraceFormatError(f"{path}: damaged trace: step runs malformed")
+    nh = len(arrays["hash_offsets"]) - 1
+    for kind, col in ((EventKind.LOOKED_UP, cols.a), (EventKind.BLOCK_REMOVED, cols.b)):
+        sel = col[cols.kind == kind]
+        if len(sel) and (int(sel.min()) < 0 or int(sel.max()) >= nh):
+            raise TraceFormatError(
+                f"{path}: damaged trace: {kind.name} hash index outside [0, {nh})"
+            )
+
+
+def _rebuild_state(
+    meta: dict[str, Any], arrays: dict[str, np.ndarray], tables: FrozenTables
+) -> KVState:
+    state = KVState(int(meta["num_blocks"]), int(meta["num_groups"]), meta["null_block_id"], tables)
+    ref_cnt, block_hash = arrays["init_ref_cnt"].tolist(), arrays["init_block_hash"].tolist()
+    if len(ref_cnt) != state.num_blocks or len(block_hash) != state.num_blocks:
+        raise ValueError(
+            f"initial ref_cnt/block_hash length differs from num_blocks={state.num_blocks}"
+        )
+    state.ref_cnt, state.block_hash = ref_cnt, block_hash
+    state.free_queue = OrderedDict.fromkeys(arrays["init_free_queue"].tolist())
+    for code, bid in arrays["init_cached"].tolist():
+        state.cached[code] = state.cached.get(code, ()) + (bid,)
+    for group, req, bid in arrays["init_req"].tolist():
+        state.req_to_blocks[group].setdefault(req, []).append(bid)
+    return state

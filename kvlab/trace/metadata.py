@@ -1,0 +1,51 @@
+"""Trace metadata: what a viewer needs to know about the manager a trace was recorded from.
+
+Stored in ``Trace.config`` and in the file header: pool size, the KV cache groups (spec kind,
+block_size, sliding_window, attention_chunk_size, manager class), caching / EAGLE flags,
+hash_block_size, the null block and the coordinator class.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["manager_config"]
+
+
+def manager_config(kv_cache_manager: Any) -> dict[str, Any]:
+    """Trace metadata read from a live KVCacheManager.
+
+    Args:
+        kv_cache_manager: A kvlab.core KVCacheManager (only ``block_pool`` is required).
+
+    Returns:
+        A JSON-serialisable dict (missing attributes become None / defaults).
+    """
+    pool = kv_cache_manager.block_pool
+    coordinator = getattr(kv_cache_manager, "coordinator", None)
+    managers = getattr(coordinator, "single_type_managers", ())
+    groups = []
+    for gid, mgr in enumerate(managers):
+        spec = mgr.kv_cache_spec
+        groups.append(
+            {
+                "kv_cache_group_id": gid,
+                "spec": type(spec).__name__,
+                "manager": type(mgr).__name__,
+                "block_size": int(spec.block_size),
+                "sliding_window": getattr(spec, "sliding_window", None),
+                "attention_chunk_size": getattr(spec, "attention_chunk_size", None),
+            }
+        )
+    return {
+        "num_gpu_blocks": len(pool.blocks),
+        "num_groups": len(groups),
+        "groups": groups,
+        "enable_caching": bool(getattr(kv_cache_manager, "enable_caching", True)),
+        "use_eagle": bool(getattr(kv_cache_manager, "use_eagle", False)),
+        "max_model_len": getattr(kv_cache_manager, "max_model_len", None),
+        "hash_block_size": getattr(pool, "hash_block_size", None),
+        "null_block_id": pool.null_block.block_id if getattr(pool, "null_block", None) else None,
+        "coordinator": type(coordinator).__name__ if coordinator is not None else None,
+        "eagle_group_ids": sorted(getattr(coordinator, "eagle_group_ids", ()) or ()),
+    }

@@ -1,0 +1,442 @@
+"""Recorder: the KVRecorder implementation that turns core's hook calls into a Trace.
+
+Every hook does one ``list.append`` of a small tuple ``(kind, group, request, a, b, payload)``;
+nothing else happens on the hot path. Every ``chunk_size`` events (checked at call brackets
+and step marks only) the buffer is columnarised in one go: request ids and hashes are interned
+into tables, call args packed, nesting depth derived, and the rows appended to numpy columns
+(``kvlab.trace.columns``). ``trace()`` flushes and returns a Trace over views of the columns.
+
+Example:
+    >>> from kvlab.trace.state import KVState
+    >>> rec = Recorder(initial_state=KVState.fresh(8))
+    >>> rec.begin_call("free", "r0", ()); rec.free_blocks([3]); rec.end_call("free", ())
+    >>> [e.kind.name for e in rec.trace()]
+    ['CALL_BEGIN', 'FREE_BLOCKS', 'CALL_END']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from kvlab.core.kv_cache_utils import get_block_hash, get_group_id
+from kvlab.trace.columns import ColumnStore
+from kvlab.trace.events import CALL_SPECS, VERBATIM, EventKind, make_packer
+from kvlab.trace.metadata import manager_config
+from kvlab.trace.state import KVState
+from kvlab.trace.tables import InternTables
+from kvlab.trace.trace import Trace
+
+__all__ = ["Recorder"]
+
+K = EventKind
+_POPLEFT, _POPLEFT_N, _REMOVE, _APPEND, _APPEND_N = 1, 2, 3, 4, 5
+_GET_NEW, _TOUCH, _FREE, _STORED, _REMOVED, _CLEARED = 6, 7, 8, 9, 10, 11
+_LOOKED_UP, _FIXED, _ADDED, _NULLED, _FREED, _BEGIN, _END, _STEP = 12, 13, 14, 15, 16, 17, 18, 0
+_EMPTY: tuple[int, ...] = ()
+
+_G_KIND, _G_GROUP, _G_REQUEST, _G_A, _G_B, _G_PAYLOAD = (itemgetter(i) for i in range(6))
+
+# Kinds whose hook also pushes to the side list (hash bytes).
+_SIDE = np.zeros(256, dtype=bool)
+_SIDE[[_STORED, _REMOVED, _LOOKED_UP]] = True
+
+
+class Recorder:
+    """Records every hook of ``kvlab.core.recorder.KVRecorder`` as an event.
+
+    Args:
+        initial_state: The state before the first event (``attach`` sets it from the manager;
+            hand-built streams pass ``KVState.fresh(n)``).
+        config: Trace metadata (``attach`` fills it from the manager).
+        chunk_size: Events buffered before columnarising (events).
+        checkpoint_interval: Passed to every Trace (events between replay checkpoints).
+
+    Attributes:
+        step: The scheduler step stamped on events from now on (settable; see mark_step).
+        manager: The attached KVCacheManager, or None.
+    """
+
+    def __init__(
+        self,
+        initial_state: KVState | None = None,
+        config: dict[str, Any] | None = None,
+        chunk_size: int = 8192,
+        checkpoint_interval: int = 4096,
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1 (events), got {chunk_size}")
+        self._buf: list[tuple] = []
+        self._push = self._buf.append
+        self._side: list[Any] = []
+        self._side_push = self._side.append
+        self._chunk_size = chunk_size
+        self._checkpoint_interval = checkpoint_interval
+        self._store = ColumnStore()
+        self._tables = InternTables()
+        self._call_names: dict[str, int] = {name: spec.call_id for name, spec in CALL_SPECS.items()}
+        self._open_calls: list[str | None] = []
+        self._packers: dict[str, tuple[int, Any, Any]] = {}
+        self._depth = 0
+        self._step = 0
+        self._error: BaseException | None = None
+        self.manager: Any = None
+        self.config: dict[str, Any] = dict(config or {})
+        self.initial_state = initial_state
+        if initial_state is not None:
+            self._adopt_state(initial_state)
+
+    # ------------------------------------------------------------------ lifecycle
+    def attach(self, kv_cache_manager: Any) -> Recorder:
+        """Snapshot the manager as the trace's initial state, then start recording it.
+
+        Args:
+            kv_cache_manager: A ``kvlab.core.kv_cache_manager.KVCacheManager``.
+
+        Returns:
+            self.
+
+        Raises:
+            RuntimeError: If this recorder already recorded events or is attached.
+            TypeError: If the object has no ``set_recorder``.
+        """
+        if self.manager is not None or len(self) > 0:
+            raise RuntimeError(
+                "attach() needs a fresh Recorder (this one is attached or has events)"
+            )
+        if not hasattr(kv_cache_manager, "set_recorder"):
+            raise TypeError(f"{type(kv_cache_manager).__name__} has no set_recorder()")
+        self.initial_state = KVState.from_manager(kv_cache_manager, self._tables)
+        self.initial_state.num_free_blocks = None
+        self.config = {**manager_config(kv_cache_manager), **self.config}
+        kv_cache_manager.set_recorder(self)
+        self.manager = kv_cache_manager
+        return self
+
+    def detach(self) -> None:
+        """Stop recording (``set_recorder(None)`` on the manager); events stay available."""
+        if self.manager is not None:
+            self.manager.set_recorder(None)
+            self.manager = None
+
+    def _adopt_state(self, state: KVState) -> None:
+        if isinstance(state.tables, InternTables):
+            self._tables = state.tables
+        else:
+            raise TypeError("initial_state must use InternTables (KVState.fresh or from_manager)")
+        self.config.setdefault("num_gpu_blocks", state.num_blocks)
+        self.config.setdefault("num_groups", state.num_groups)
+        self.config.setdefault("null_block_id", state.null_block_id)
+
+    def __len__(self) -> int:
+        """Events recorded so far."""
+        return self._store.n + len(self._buf)
+
+    # ------------------------------------------------------------------ steps
+    @property
+    def step(self) -> int:
+        """The scheduler step of the events recorded from now on."""
+        return self._step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        value = int(value)
+        self._step = value
+        self._store.set_step(len(self), value)
+
+    def mark_step(self, step: int) -> None:
+        """Set ``step`` and record a STEP event (a scheduler step boundary)."""
+        self.step = step
+        self._push((_STEP, 0, None, self._step, 0, _EMPTY))
+        self._maybe_flush()
+
+    # ------------------------------------------------------------------ FreeKVCacheBlockQueue
+    # NOTE: the hot path. Each hook appends one tuple (kind, group, request, a, b, payload);
+    # bytes (hashes) go to a side list, interned at columnarisation.
+    def popleft(self, block_id: int) -> None:
+        """Hook: the free queue's head block was unlinked."""
+        self._push((_POPLEFT, 0, None, block_id, 0, _EMPTY))
+
+    def popleft_n(self, block_ids: Sequence[int]) -> None:
+        """Hook: the first len(block_ids) blocks were unlinked."""
+        self._push((_POPLEFT_N, 0, None, 0, 0, tuple(block_ids)))
+
+    def remove(self, block_id: int) -> None:
+        """Hook: a block was unlinked from the middle of the free queue."""
+        self._push((_REMOVE, 0, None, block_id, 0, _EMPTY))
+
+    def append(self, block_id: int) -> None:
+        """Hook: a block was linked at the free queue's tail."""
+        self._push((_APPEND, 0, None, block_id, 0, _EMPTY))
+
+    def append_n(self, block_ids: Sequence[int]) -> None:
+        """Hook: blocks were linked at the tail, in order."""
+        self._push((_APPEND_N, 0, None, 0, 0, tuple(block_ids)))
+
+    # ------------------------------------------------------------------ BlockPool
+    def get_new_blocks(self, block_ids: Sequence[int]) -> None:
+        """Hook: ref_cnt += 1 for each newly allocated block."""
+        self._push((_GET_NEW, 0, None, 0, 0, tuple(block_ids)))
+
+    def touch(self, block_ids: Sequence[int]) -> None:
+        """Hook: ref_cnt += 1 for each hit block."""
+        self._push((_TOUCH, 0, None, 0, 0, tuple(block_ids)))
+
+    def free_blocks(self, block_ids: Sequence[int]) -> None:
+        """Hook: ref_cnt -= 1 for each block, in this order."""
+        self._push((_FREE, 0, None, 0, 0, tuple(block_ids)))
+
+    def cache_full_blocks(
+        self,
+        request_id: str,
+        kv_cache_group_id: int,
+        num_cached_blocks: int,
+        num_full_blocks: int,
+        block_ids: Sequence[int],
+        block_hashes: Sequence[bytes],
+    ) -> None:
+        """Hook: ``block_ids[i]`` got BlockHashWithGroupId ``block_hashes[i]`` and was cached."""
+        self._push(
+            (
+                _STORED,
+                kv_cache_group_id,
+                request_id,
+                num_cached_blocks,
+                num_full_blocks,
+                tuple(block_ids),
+            )
+        )
+        self._side_push(tuple(block_hashes))
+
+    def evict(self, block_id: int, block_hash: bytes) -> None:
+        """Hook: a cached block lost its BlockHashWithGroupId ``block_hash``."""
+        self._push((_REMOVED, 0, None, block_id, 0, _EMPTY))
+        self._side_push(block_hash)
+
+    def reset(self) -> None:
+        """Hook: reset_prefix_cache cleared every hash."""
+        self._push((_CLEARED, 0, None, 0, 0, _EMPTY))
+
+    def lookup(self, block_hash: bytes, kv_cache_group_id: int, block_id: int) -> None:
+        """Hook: one get_cached_block probe (block_id -1 on a miss)."""
+        self._push((_LOOKED_UP, kv_cache_group_id, None, 0, block_id, _EMPTY))
+        self._side_push(block_hash)
+
+    # ------------------------------------------------------------------ coordinator / managers
+    def fixed_point(
+        self,
+        iteration: int,
+        kv_cache_group_ids: Sequence[int],
+        hit_length_in: int,
+        hit_length_out: int,
+        reused: bool,
+    ) -> None:
+        """Hook: one attention group's turn in a hybrid fixed-point iteration."""
+        self._push(
+            (
+                _FIXED,
+                kv_cache_group_ids[0] if kv_cache_group_ids else 0,
+                None,
+                iteration,
+                hit_length_in,
+                (hit_length_out, 1 if reused else 0, *kv_cache_group_ids),
+            )
+        )
+
+    def req_blocks_add(
+        self, request_id: str, kv_cache_group_id: int, block_ids: Sequence[int]
+    ) -> None:
+        """Hook: req_to_blocks[request_id][group].extend(block_ids)."""
+        self._push((_ADDED, kv_cache_group_id, request_id, 0, 0, tuple(block_ids)))
+
+    def req_blocks_null(
+        self, request_id: str, kv_cache_group_id: int, indices: Sequence[int]
+    ) -> None:
+        """Hook: req_to_blocks[request_id][group][i] = null_block for each i."""
+        self._push((_NULLED, kv_cache_group_id, request_id, 0, 0, tuple(indices)))
+
+    def req_free(self, request_id: str, kv_cache_group_id: int) -> None:
+        """Hook: req_to_blocks[request_id][group] dropped."""
+        self._push((_FREED, kv_cache_group_id, request_id, 0, 0, _EMPTY))
+
+    # ------------------------------------------------------------------ calls
+    def begin_call(self, name: str, request_id: str | None, args: Sequence[int]) -> None:
+        """Hook: a KVCacheManager call starts (args packed per kvlab.trace.events.CALL_SPECS)."""
+        packer = self._packers.get(name) or self._packer(name)
+        try:
+            a, b, rest = packer[1](args)
+        except Exception:  # noqa: BLE001 - a hook never raises into core
+            a, b, rest = VERBATIM, 0, _EMPTY
+        self._push((_BEGIN, packer[0], request_id, a, b, rest))
+        self._open_calls.append(request_id)
+        if len(self._buf) >= self._chunk_size:
+            self._maybe_flush()
+
+    def end_call(self, name: str, result: Sequence[int]) -> None:
+        """Hook: the call opened last returns ``result``."""
+        packer = self._packers.get(name) or self._packer(name)
+        try:
+            a, b, rest = packer[2](result)
+        except Exception:  # noqa: BLE001 - a hook never raises into core
+            a, b, rest = VERBATIM, 0, _EMPTY
+        open_calls = self._open_calls
+        self._push((_END, packer[0], open_calls.pop() if open_calls else None, a, b, rest))
+        if len(self._buf) >= self._chunk_size:
+            self._maybe_flush()
+
+    # ------------------------------------------------------------------ columnarisation
+    def _maybe_flush(self) -> None:
+        # NOTE: hooks must never raise into core: a failure is kept and raised by trace().
+        if len(self._buf) < self._chunk_size or self._error is not None:
+            return
+        try:
+            self._flush()
+        except Exception as exc:  # noqa: BLE001 - deferred to trace()
+            self._error = exc
+
+    def _flush(self) -> None:
+        buf = self._buf
+        if not buf:
+            return
+        n = len(buf)
+        # NOTE: map(itemgetter) per column, not zip(*buf): unpacking n tuples as arguments is
+        # an order of magnitude slower.
+        kind_arr = np.fromiter(map(_G_KIND, buf), dtype=np.uint8, count=n)
+        a_arr = _checked(np.fromiter(map(_G_A, buf), dtype=np.int64, count=n), np.int32, "a")
+        b_arr = _checked(np.fromiter(map(_G_B, buf), dtype=np.int64, count=n), np.int32, "b")
+        g_arr = _checked(
+            np.fromiter(map(_G_GROUP, buf), dtype=np.int64, count=n), np.int16, "group"
+        )
+        reqs, pls = list(map(_G_REQUEST, buf)), list(map(_G_PAYLOAD, buf))
+        if self._side:
+            self._intern_side(kind_arr, a_arr, b_arr, g_arr, pls)
+        tables = self._tables
+        rget = tables._request_index.get
+        req_col = [-1 if r is None else rget(r, -2) for r in reqs]
+        if -2 in req_col:  # new request ids: intern them, then look up again
+            for r in dict.fromkeys(r for r, i in zip(reqs, req_col) if i == -2):
+                tables.request_index(r)
+            req_col = [-1 if r is None else rget(r) for r in reqs]
+        lengths = np.fromiter(map(len, pls), dtype=np.int64, count=len(pls))
+        payload = np.fromiter(chain.from_iterable(pls), dtype=np.int64, count=int(lengths.sum()))
+        cols = {
+            "kind": kind_arr,
+            "group": g_arr,
+            "request": np.array(req_col, dtype=np.int32),
+            "a": a_arr,
+            "b": b_arr,
+            "depth": self._depths(kind_arr),
+        }
+        self._store.append_chunk(cols, lengths, _checked(payload, np.int32, "payload"))
+        buf.clear()
+
+    def _intern_side(
+        self,
+        kind_arr: np.ndarray,
+        a_arr: np.ndarray,
+        b_arr: np.ndarray,
+        g_arr: np.ndarray,
+        pls: list,
+    ) -> None:
+        """Turn the side list's hashes into hash indexes, in place (lookups vectorised)."""
+        side = self._side
+        rows = np.flatnonzero(_SIDE[kind_arr])
+        if len(rows) != len(side):
+            raise RuntimeError(
+                f"recorder side list out of step: {len(side)} items for {len(rows)} events"
+            )
+        side_kinds = kind_arr[rows]
+        look = np.flatnonzero(side_kinds == _LOOKED_UP)
+        if len(look):
+            a_arr[rows[look]] = self._hash_indexes([side[j] for j in look.tolist()])
+        removed = np.flatnonzero(side_kinds == _REMOVED)
+        if len(removed):
+            keys = [side[j] for j in removed.tolist()]
+            b_arr[rows[removed]] = self._hash_indexes(list(map(get_block_hash, keys)))
+            g_arr[rows[removed]] = list(map(get_group_id, keys))
+        stored = np.flatnonzero(side_kinds == _STORED).tolist()
+        if stored:  # payload = block ids then hash indexes, one batch for all rows
+            per_row = [side[j] for j in stored]
+            idx = self._hash_indexes(list(map(get_block_hash, chain.from_iterable(per_row))))
+            pos = 0
+            for j, keys in zip(stored, per_row):
+                row = int(rows[j])
+                pls[row] = pls[row] + tuple(idx[pos : pos + len(keys)])
+                pos += len(keys)
+        side.clear()
+
+    def _hash_indexes(self, hashes: list[bytes]) -> list[int]:
+        """Intern ``hashes`` (new ones in order of appearance); their indexes."""
+        tables = self._tables
+        hget = tables._hash_index.get
+        idx = list(map(hget, hashes))
+        if None in idx:
+            for h in dict.fromkeys(h for h, i in zip(hashes, idx) if i is None):
+                tables.hash_index(h)
+            idx = list(map(hget, hashes))
+        return idx
+
+    def _depths(self, kind_arr: np.ndarray) -> np.ndarray:
+        is_begin = kind_arr == _BEGIN
+        delta = is_begin.astype(np.int64) - (kind_arr == _END)
+        level = np.cumsum(delta) + self._depth
+        depth = level - is_begin
+        if len(level):
+            self._depth = max(int(level[-1]), 0)
+        return np.clip(depth, 0, 255).astype(np.uint8)
+
+    def _packer(self, name: str) -> tuple[int, Any, Any]:
+        call_id = self._call_names.get(name)
+        if call_id is None:
+            call_id = self._call_names[name] = len(self._call_names)
+        spec = CALL_SPECS.get(name)
+        if spec is None:
+            entry = (call_id, make_packer(None), make_packer(None))
+        else:
+            entry = (call_id, make_packer(spec.pack), make_packer(tuple(range(len(spec.result)))))
+        self._packers[name] = entry
+        return entry
+
+    # ------------------------------------------------------------------ output
+    def trace(self) -> Trace:
+        """Flush and return the trace recorded so far (shares the column buffers).
+
+        Raises:
+            RuntimeError: If no initial state is known (neither attach() nor initial_state).
+            OverflowError: If an event held a value that does not fit its column.
+        """
+        if self.initial_state is None:
+            raise RuntimeError("no initial state: call attach(manager) or pass initial_state")
+        if self._error is not None:
+            raise self._error
+        self._flush()
+        call_names = sorted(self._call_names, key=self._call_names.__getitem__)
+        return Trace(
+            self._store.columns(),
+            self._tables.freeze(),
+            self.initial_state,
+            config=dict(self.config),
+            call_names=call_names,
+            checkpoint_interval=self._checkpoint_interval,
+        )
+
+    @property
+    def allocated_nbytes(self) -> int:
+        """Bytes the recorder's column buffers hold, spare capacity included."""
+        return self._store.allocated_nbytes
+
+
+def _checked(values: Any, dtype: type, name: str) -> np.ndarray:
+    """``values`` as ``dtype``; OverflowError naming the column if one does not fit."""
+    arr = np.asarray(values, dtype=np.int64)
+    info = np.iinfo(dtype)
+    if len(arr) and (arr.min() < info.min or arr.max() > info.max):
+        raise OverflowError(
+            f"an event's {name} value does not fit {np.dtype(dtype).name}: "
+            f"range [{arr.min()}, {arr.max()}]"
+        )
+    return arr.astype(dtype)

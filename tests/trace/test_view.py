@@ -1,0 +1,53 @@
+"""Event/Call views and the field decoders."""
+
+from __future__ import annotations
+
+from kvlab.trace import EventKind, KVState, Recorder
+from kvlab.trace.events import VERBATIM
+from kvlab.trace.view import decode_call, short_hash
+
+K = EventKind
+
+
+def test_decode_call_known_unknown_and_verbatim() -> None:
+    assert decode_call("get_computed_blocks", 9, 2, [], False) == {
+        "num_tokens": 9,
+        "num_block_hashes": 2,
+    }
+    assert decode_call("allocate_slots", 1, 2, [], True) == {
+        "allocated": 1,
+        "num_blocks_to_allocate": 2,
+    }
+    assert decode_call("evict_blocks", VERBATIM, 2, [3, 4], False) == {"block_ids": [3, 4]}
+    assert decode_call("free", 0, 0, [], False) == {}
+    assert decode_call("mystery", VERBATIM, 2, [5, 6], True) == {"result": [5, 6]}
+
+
+def test_event_views_decode_every_kind() -> None:
+    rec = Recorder(initial_state=KVState.fresh(6, num_groups=2))
+    rec.fixed_point(1, [1], 16, 8, True)
+    rec.lookup(b"\x0f" * 32, 1, -1)
+    rec.req_blocks_null("r", 1, [2, 1])
+    rec.reset()
+    t = rec.trace()
+    fixed, look, nulled, reset = t[0], t[1], t[2], t[3]
+    assert fixed.fields == {
+        "iteration": 1,
+        "hit_length_in": 16,
+        "hit_length_out": 8,
+        "reused": True,
+        "kv_cache_group_ids": [1],
+    }
+    assert fixed.group == 1 and fixed.request is None
+    assert look.fields == {"hash": "0f0f0f0f", "hash_index": 0, "block_id": -1, "hit": False}
+    assert nulled.fields == {"indices": [2, 1]} and nulled.request == "r"
+    assert reset.fields == {} and reset.group is None
+    assert str(look).startswith("#1 step 0 LOOKED_UP group=1 hash=0f0f0f0f")
+
+
+def test_long_lists_are_shortened_in_text() -> None:
+    rec = Recorder(initial_state=KVState.fresh(40))
+    rec.popleft_n(list(range(1, 31)))
+    text = str(rec.trace()[0])
+    assert text.endswith("... (30)]") and "block_ids=[1, 2," in text
+    assert short_hash(b"\x01\x02\x03\x04\x05") == "01020304"
