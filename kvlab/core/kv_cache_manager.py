@@ -10,10 +10,10 @@ What ``allocate_slots`` sees of a request, token positions left to right (tokens
     |  held    | prefix-cache | KV from a    | computed in | draft slots   |
     |  blocks  | hits (maybe  | connector    | this step   |               |
     |          | still free)  |              |             |               |
-    |<------ total_computed_tokens --------->|
-               |<-------- this call may take blocks for these ---------->|
-    |<- may be nulled when outside the attention window ->|
-               |<-- cached at the end, up to request.num_tokens -->|
+    |<------- total_computed_tokens -------->|
+    |<---- nulled if outside the window ---->|
+               |<---------- this call may take blocks for these ---------->|
+               |<--- cached, up to request.num_tokens ---->|
 
     comp      = request.num_computed_tokens
     new_comp  = num_new_computed_tokens  (= len(hit blocks) * block_size)

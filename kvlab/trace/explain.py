@@ -89,7 +89,26 @@ class EvictionCause:
 
 @dataclass
 class Explanation:
-    """Structured answer of explain(); ``str()`` renders it for a reader."""
+    """Structured answer of explain(); ``str()`` renders it for a reader.
+
+    Attributes:
+        call: The get_computed_blocks call.
+        num_tokens, num_block_hashes: Its args (tokens, hashes).
+        max_cache_hit_length: ``num_tokens - 1`` (tokens), the cap.
+        num_new_computed_tokens: The hit (tokens).
+        reason: "miss" (a probe at the hit's end missed), "capped" (every block under the cap
+            hit), "eagle" (the EAGLE drop alone shortened it), "hybrid" (another attention
+            group's alignment shortened it), "complete" (every full block hit), "too_short"
+            (no full block under the cap), "no_lookup" (caching off or skipped).
+        capped: Whether the cap bound the hit.
+        turns: The probes, per attention group turn.
+        deciding_miss: The probe that would have extended the hit, or None.
+        shortened_by: Turns that cut the candidate length (hybrid fixed point).
+        eagle_dropped_blocks: Blocks dropped for EAGLE (unitary coordinators), else 0.
+        eviction: What removed the deciding miss's key from the cache, or None.
+        never_cached: True when that key was never cached before the lookup.
+        block_size: Block size of group 0 (tokens).
+    """
 
     call: Call
     num_tokens: int
@@ -107,7 +126,9 @@ class Explanation:
     block_size: int
 
     def __str__(self) -> str:
-        return "\n".join(_render(self))
+        from kvlab.trace.explain_text import render_lines  # NOTE: text builds on these types
+
+        return "\n".join(render_lines(self))
 
 
 def explain(trace: Any, call: int | Call) -> Explanation:
@@ -355,71 +376,3 @@ def _how(trace: Any, i: int, kind: EventKind, top: Call | None, block_id: int | 
     if top is not None and top.name == "evict_blocks":
         return f"evict_blocks dropped block {block_id} from the prefix cache"
     return f"block {block_id} was evicted" + (f" during {top.name}" if top is not None else "")
-
-
-def _render(e: Explanation) -> list[str]:
-    c = e.call
-    bs = max(e.block_size, 1)
-    lines = [
-        (
-            f"get_computed_blocks for request {c.request} (event #{c.begin}, step {c.step}): "
-            f"hit {e.num_new_computed_tokens} of {e.num_tokens} tokens "
-            f"({e.num_new_computed_tokens // bs} blocks of {e.block_size})"
-        ),
-        (
-            f"  cap: at most num_tokens - 1 = {e.max_cache_hit_length} tokens "
-            f"({e.max_cache_hit_length // bs} full blocks); the last token is recomputed"
-        ),
-    ]
-    if e.capped:
-        lines.append(
-            "  stopped by the cap: every block within it hit; the last full block is "
-            "recomputed to produce logits"
-        )
-    for t in e.turns:
-        hits = sum(p.hit for p in t.probes)
-        span = (
-            f"{t.hit_length_in} -> {t.hit_length_out} tokens"
-            if t.hit_length_out is not None
-            else f"max {t.hit_length_in} tokens"
-        )
-        lines.append(
-            f"  iteration {t.iteration} groups {t.kv_cache_group_ids} ({t.spec}): {span}, "
-            f"{len(t.probes)} probes, {hits} hits" + (" (reused earlier hit)" if t.reused else "")
-        )
-    for t in e.shortened_by:
-        why = (
-            " (every probe hit: rounded down to whole blocks)"
-            if all(p.hit for p in t.probes)
-            else ""
-        )
-        lines.append(
-            f"  shortened by groups {t.kv_cache_group_ids} ({t.spec}) in iteration "
-            f"{t.iteration}: {t.hit_length_in} -> {t.hit_length_out} tokens{why}"
-        )
-    if e.deciding_miss is not None:
-        m = e.deciding_miss
-        lines.append(
-            f"  miss: block index {m.block_index} (hash {m.hash}) not cached in group "
-            f"{m.kv_cache_group_id} (event #{m.seq})"
-        )
-    if e.eagle_dropped_blocks:
-        lines.append(
-            f"  EAGLE: dropped the last {e.eagle_dropped_blocks} matched block(s) "
-            "(recomputed for the draft head)"
-        )
-    if e.eviction is not None:
-        ev = e.eviction
-        stored = (
-            f"; cached by request {ev.stored_by} at event #{ev.stored_seq}"
-            if ev.stored_seq is not None
-            else ""
-        )
-        lines.append(f"  evicted at event #{ev.seq} (step {ev.step}, {ev.kind}): {ev.how}{stored}")
-    elif e.never_cached:
-        lines.append(
-            "  that block was never cached earlier in this trace (no request had "
-            "computed this prefix as a full block)"
-        )
-    lines.append(f"  reason: {e.reason}")
-    return lines

@@ -101,7 +101,8 @@ class Recorder:
             self.
 
         Raises:
-            RuntimeError: If this recorder already recorded events or is attached.
+            RuntimeError: If this recorder already recorded events or is attached, or the
+                manager already has a recorder.
             TypeError: If the object has no ``set_recorder``.
         """
         if self.manager is not None or len(self) > 0:
@@ -110,6 +111,8 @@ class Recorder:
             )
         if not hasattr(kv_cache_manager, "set_recorder"):
             raise TypeError(f"{type(kv_cache_manager).__name__} has no set_recorder()")
+        if getattr(kv_cache_manager, "recorder", None) is not None:
+            raise RuntimeError("the manager already has a recorder; detach it first")
         self.initial_state = KVState.from_manager(kv_cache_manager, self._tables)
         self.initial_state.num_free_blocks = None
         self.config = {**manager_config(kv_cache_manager), **self.config}

@@ -152,6 +152,26 @@ class KVState:
             }
         return state
 
+    def apply(
+        self,
+        kind: int,
+        group: int = 0,
+        request: int = -1,
+        a: int = 0,
+        b: int = 0,
+        payload: Any = (),
+    ) -> None:
+        """Apply one raw event in place, checking its preconditions (``Trace.row(i)`` gives one).
+
+        Example: ``state.apply(*trace.row(i))`` steps a state over event i.
+
+        Raises:
+            kvlab.trace.ReplayError: If the event does not fit this state.
+        """
+        from kvlab.trace.replay import apply_event  # NOTE: replay builds on this module
+
+        apply_event(self, kind, group, request, a, b, payload)
+
     # ------------------------------------------------------------------ copies and views
     def copy(self) -> KVState:
         """An independent copy (the cached-map tuples are shared; they are immutable)."""

@@ -113,6 +113,19 @@ class Trace:
         o = self.cols.offsets
         return self.cols.payload[int(o[i]) : int(o[i + 1])].tolist()
 
+    def row(self, i: int) -> tuple[int, int, int, int, int, list[int]]:
+        """Event ``i`` raw: ``(kind, group, request, a, b, payload)``, as ``KVState.apply`` takes."""
+        i = self._index(i)
+        c = self.cols
+        return (
+            int(c.kind[i]),
+            int(c.group[i]),
+            int(c.request[i]),
+            int(c.a[i]),
+            int(c.b[i]),
+            self.payload(i),
+        )
+
     def event(self, i: int) -> Event:
         """Event ``i`` decoded (negative indexes count from the end).
 
@@ -321,18 +334,9 @@ class Trace:
             ReplayError: At the first event that does not fit, naming its index.
         """
         state = self.initial_state.copy()
-        c = self.cols
         for i in range(len(self)):
             try:
-                apply_event(
-                    state,
-                    int(c.kind[i]),
-                    int(c.group[i]),
-                    int(c.request[i]),
-                    int(c.a[i]),
-                    int(c.b[i]),
-                    self.payload(i),
-                )
+                apply_event(state, *self.row(i))
             except ReplayError as exc:
                 raise ReplayError(f"event #{i}: {exc}") from exc
             if check is not None:

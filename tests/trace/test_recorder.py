@@ -160,6 +160,10 @@ def test_attach_snapshots_a_running_manager_and_detach_stops() -> None:
     assert t.final_state() != KVState.from_manager(m)
     with pytest.raises(RuntimeError, match="fresh Recorder"):
         rec.attach(m)
+    other = Recorder().attach(m)
+    with pytest.raises(RuntimeError, match="already has a recorder"):
+        Recorder().attach(m)
+    other.detach()
 
 
 def test_attach_rejects_objects_without_set_recorder() -> None:

@@ -180,3 +180,14 @@ def test_non_mutating_events_change_nothing() -> None:
     rec.end_call("get_computed_blocks", (0,))
     t = rec.trace()
     assert t.final_state() == t.initial_state
+
+
+def test_stepping_a_state_with_rows_matches_state_at() -> None:
+    rec = _recorder()
+    _allocate_and_free(rec)
+    t = rec.trace()
+    state = t.initial_state.copy()
+    for i in range(len(t)):
+        state.apply(*t.row(i))
+        assert state == t.state_at(i)
+    assert t.row(0) == (int(K.POPLEFT_N), 0, -1, 0, 0, [1, 2, 3])

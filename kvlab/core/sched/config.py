@@ -31,8 +31,9 @@ class SchedulerConfig:
             fit the step's leftover budget stops admission for the step (it is never split).
         long_prefill_token_threshold: If > 0, no request gets more than this many tokens in
             one step (tokens); 0 = no cap.
-        scheduler_reserve_full_isl: Admit a waiting request only if the whole sequence fits
-            (``allocate_slots(..., full_sequence_must_fit=True)``).
+        scheduler_reserve_full_isl: Admit a waiting request only if its whole current
+            sequence fits in the free blocks, not just its first chunk
+            (``allocate_slots(..., full_sequence_must_fit=True)``); vLLM 0.22.1's default.
         enable_prefix_caching: Passed to the KVCacheManager built from a KVCacheConfig.
         log_stats: Collect prefix-cache stats (``make_stats``) each step.
         policy: Only "fcfs".
@@ -46,7 +47,7 @@ class SchedulerConfig:
     max_model_len: int = 8192
     enable_chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0
-    scheduler_reserve_full_isl: bool = False
+    scheduler_reserve_full_isl: bool = True
     enable_prefix_caching: bool = True
     log_stats: bool = False
     policy: str = "fcfs"
