@@ -190,6 +190,8 @@ class Request:
         self.all_token_ids = ConstantList(self._all_token_ids)
         self.is_prefill_chunk = False
         self.num_preemptions = 0
+        # Prefix-cache hit of the first admission (tokens); -1 until the scheduler admits it.
+        self.num_cached_tokens = -1
         self.block_hashes: list[BlockHash] = []
         self._block_hasher = block_hasher
         self.update_block_hashes()

@@ -1,10 +1,11 @@
 """kvlab.model: a real small model (SmolLM2-135M-Instruct) running on kvlab's paged KV cache.
 
-* ``load_model(source=None)`` -> ``(ModelConfig, weights)``: the shipped SmolLM2 GGUF, any local Llama /
-  Qwen2 GGUF, or a local Hugging Face folder (config.json + *.safetensors + tokenizer.json).
+* ``load_model(source=None)`` -> ``(ModelConfig, weights)``: the shipped SmolLM2 GGUF, any local
+  Llama / Qwen2 GGUF, or a local Hugging Face folder (config.json + *.safetensors + tokenizer.json).
 * ``Tokenizer`` / ``load_tokenizer``: byte-level BPE ids identical to transformers', chat template.
-* ``Model``: the forward over ``kv_caches[layer]: [2, num_blocks, block_size, num_kv_heads, head_dim]``,
-  driven by ``AttentionMetadata`` (slot_mapping, block_table, seq_lens, query_start_loc).
+* ``Model``: the forward over
+  ``kv_caches[layer]: [2, num_blocks, block_size, num_kv_heads, head_dim]``, driven by
+  ``AttentionMetadata`` (slot_mapping, block_table, seq_lens, query_start_loc).
 
 Example::
 
@@ -13,7 +14,8 @@ Example::
     >>> kv_caches = model.allocate_kv_caches(num_blocks=16, block_size=16)
     >>> ids = model.tokenizer.encode("The capital of France is")
     >>> positions, md = build_attention_metadata([[5]], [0], [len(ids)], block_size=16)
-    >>> model.tokenizer.decode([int(model.forward(torch.tensor(ids), positions, md, kv_caches).argmax())])
+    >>> logits = model.forward(torch.tensor(ids), positions, md, kv_caches)   # (1, vocab_size)
+    >>> model.tokenizer.decode([int(logits.argmax())])
     ' Paris'
 """
 

@@ -1,11 +1,11 @@
-"""AttentionMetadata: what the attention kernels need to find a batch's tokens in the paged KV cache.
+"""AttentionMetadata: what the attention kernels need to find a batch's tokens in the paged cache.
 
-Mirrors: vllm/v1/attention/backends/flash_attn.py::FlashAttentionMetadata (the fields the kernels read).
-Differs: no cascade / DCP / AOT-scheduling fields; per-group tables live in one object (vLLM builds one
-metadata object per KV-cache group and hands each layer its group's).
+Mirrors: vllm/v1/attention/backends/flash_attn.py::FlashAttentionMetadata (the fields the kernels
+read). Differs: no cascade / DCP / AOT-scheduling fields; per-group tables live in one object (vLLM
+builds one metadata object per KV-cache group and hands each layer its group's).
 
-A batch packs every sequence's *new* tokens back to back; each sequence may be a full prefill, a chunk
-of a prefill, or a one-token decode::
+A batch packs every sequence's *new* tokens back to back; each sequence may be a full prefill, a
+chunk of a prefill, or a one-token decode::
 
     seq 0: prefill of 5 tokens      seq 1: decode            seq 2: 2nd chunk of 4 tokens
     |t0 t1 t2 t3 t4|                |t5|                     |t6 t7 t8 t9|
@@ -94,11 +94,14 @@ class AttentionMetadata:
         if not 0 <= kv_cache_group_id < len(self.group_block_tables):
             raise KeyError(f"kv_cache_group_id {kv_cache_group_id} has no tables; this metadata "
                            f"holds groups 0..{len(self.group_block_tables) - 1}")
-        return self.group_slot_mappings[kv_cache_group_id], self.group_block_tables[kv_cache_group_id]
+        return (self.group_slot_mappings[kv_cache_group_id],
+                self.group_block_tables[kv_cache_group_id])
 
     def to(self, device: str | torch.device) -> AttentionMetadata:
         """A copy with every tensor on ``device``."""
-        move = lambda ts: None if ts is None else tuple(t.to(device) for t in ts)  # noqa: E731
+        def move(ts: tuple[torch.Tensor, ...] | None) -> tuple[torch.Tensor, ...] | None:
+            return None if ts is None else tuple(t.to(device) for t in ts)
+
         return replace(self, slot_mapping=self.slot_mapping.to(device),
                        block_table=self.block_table.to(device), seq_lens=self.seq_lens.to(device),
                        query_start_loc=self.query_start_loc.to(device),
@@ -112,7 +115,8 @@ def _block_table_and_slots(block_ids: Sequence[Sequence[int]], num_computed_toke
     width = max((len(ids) for ids in block_ids), default=0)
     block_table = torch.zeros(len(block_ids), max(width, 1), dtype=torch.int32)  # (S, B)
     slots: list[int] = []
-    for i, (ids, start, count) in enumerate(zip(block_ids, num_computed_tokens, num_new_tokens)):
+    rows = zip(block_ids, num_computed_tokens, num_new_tokens, strict=True)
+    for i, (ids, start, count) in enumerate(rows):
         needed = -(-(start + count) // block_size)
         if len(ids) < needed:
             raise ValueError(f"sequence {i} needs {needed} blocks for {start + count} tokens with "
@@ -123,6 +127,23 @@ def _block_table_and_slots(block_ids: Sequence[Sequence[int]], num_computed_toke
     return block_table, torch.tensor(slots, dtype=torch.int64)  # (S, B), (T,)
 
 
+def _check_batch(block_ids: Sequence[Sequence[int]], num_computed_tokens: Sequence[int],
+                 num_new_tokens: Sequence[int], block_size: int,
+                 group_block_ids: Sequence[Sequence[Sequence[int]]] | None) -> None:
+    num_seqs = len(block_ids)
+    if not num_seqs or not num_seqs == len(num_computed_tokens) == len(num_new_tokens):
+        raise ValueError("block_ids, num_computed_tokens and num_new_tokens need one entry per "
+                         "sequence each, for at least one sequence")
+    if block_size <= 0 or any(n < 1 for n in num_new_tokens) or \
+            any(c < 0 for c in num_computed_tokens):
+        raise ValueError("block_size and num_new_tokens must be >= 1, num_computed_tokens >= 0")
+    if group_block_ids is not None:
+        if any(len(g) != num_seqs for g in group_block_ids):
+            raise ValueError(f"group_block_ids needs {num_seqs} block lists per group")
+        if [list(b) for b in group_block_ids[0]] != [list(b) for b in block_ids]:
+            raise ValueError("with group_block_ids, block_ids must equal group 0's block ids")
+
+
 def build_attention_metadata(block_ids: Sequence[Sequence[int]],
                              num_computed_tokens: Sequence[int], num_new_tokens: Sequence[int],
                              block_size: int, *,
@@ -131,22 +152,23 @@ def build_attention_metadata(block_ids: Sequence[Sequence[int]],
                              ) -> tuple[torch.Tensor, AttentionMetadata]:
     """Positions and metadata of a batch from per-sequence block ids (for tests, notebooks, demos).
 
-    An engine fills the same fields from ``kvlab.worker.BlockTable``; this helper is the by-hand way.
+    An engine fills the same fields from ``kvlab.worker.BlockTable``; this is the by-hand way.
 
     Args:
         block_ids: per sequence, its block ids in position order (blocks).
         num_computed_tokens: per sequence, tokens already in the cache (tokens).
         num_new_tokens: per sequence, tokens this step computes, at least 1 (tokens).
         block_size: tokens per block.
-        group_block_ids: hybrid models: ``[kv_cache_group_id][seq] -> block ids``; then ``block_ids``
-            must equal group 0's.
+        group_block_ids: hybrid models: ``[kv_cache_group_id][seq] -> block ids``; then
+            ``block_ids`` must equal group 0's.
         device: where the tensors go.
 
     Returns:
         ``(positions [num_tokens] int64, AttentionMetadata)``.
 
     Raises:
-        ValueError: no sequences, lengths differ, a count is negative or zero, or a sequence has too few blocks.
+        ValueError: no sequences, lengths differ, a count is negative or zero, a sequence has too
+            few blocks, or ``block_ids`` differs from group 0's.
 
     Example::
 
@@ -154,22 +176,17 @@ def build_attention_metadata(block_ids: Sequence[Sequence[int]],
         >>> pos.tolist(), md.slot_mapping.tolist(), md.seq_lens.tolist()
         ([0, 1, 2, 3, 4, 3], [28, 29, 30, 31, 8, 23], [5, 4])
     """
-    if not (len(block_ids) == len(num_computed_tokens) == len(num_new_tokens)) or not block_ids:
-        raise ValueError("block_ids, num_computed_tokens and num_new_tokens need one entry per "
-                         "sequence each, for at least one sequence")
-    if block_size <= 0 or any(n < 1 for n in num_new_tokens) or any(c < 0 for c in
-                                                                     num_computed_tokens):
-        raise ValueError("block_size and num_new_tokens must be >= 1, num_computed_tokens >= 0")
+    _check_batch(block_ids, num_computed_tokens, num_new_tokens, block_size, group_block_ids)
     block_table, slot_mapping = _block_table_and_slots(block_ids, num_computed_tokens,
                                                        num_new_tokens, block_size)
     groups = None
     if group_block_ids is not None:
         groups = [_block_table_and_slots(ids, num_computed_tokens, num_new_tokens, block_size)
                   for ids in group_block_ids]
-    seq_lens = [c + n for c, n in zip(num_computed_tokens, num_new_tokens)]
-    positions = torch.cat([torch.arange(c, c + n) for c, n in zip(num_computed_tokens,
-                                                                   num_new_tokens)])  # (T,)
-    starts = torch.tensor([0] + list(num_new_tokens)).cumsum(0).to(torch.int32)  # (S + 1,)
+    counts = list(zip(num_computed_tokens, num_new_tokens, strict=True))
+    seq_lens = [c + n for c, n in counts]
+    positions = torch.cat([torch.arange(c, c + n) for c, n in counts])          # (T,)
+    starts = torch.tensor([0, *num_new_tokens]).cumsum(0).to(torch.int32)  # (S + 1,)
     metadata = AttentionMetadata(
         slot_mapping=slot_mapping, block_table=block_table,
         seq_lens=torch.tensor(seq_lens, dtype=torch.int32), query_start_loc=starts,

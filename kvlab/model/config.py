@@ -1,8 +1,8 @@
 """ModelConfig: the architecture facts the paged forward needs, read from a GGUF or a config.json.
 
-Both loaders turn their own metadata into this one dataclass, so ``kvlab.model.llama`` never looks at
-file formats. Field names follow Hugging Face's ``LlamaConfig`` where one exists (``num_layers`` is
-``num_hidden_layers``; ``num_q_heads`` is ``num_attention_heads``).
+Both loaders turn their own metadata into this one dataclass, so ``kvlab.model.llama`` never
+looks at file formats. Field names follow Hugging Face's ``LlamaConfig`` where one exists
+(``num_layers`` is ``num_hidden_layers``; ``num_q_heads`` is ``num_attention_heads``).
 
 Example (SmolLM2-135M-Instruct)::
 

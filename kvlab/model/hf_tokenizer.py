@@ -1,12 +1,12 @@
-"""Read a Hugging Face folder's tokenizer files: tokenizer.json, tokenizer_config.json, chat template.
+"""Read a Hugging Face folder's tokenizer files: tokenizer.json, tokenizer_config.json, template.
 
 Where each fact comes from (first found wins):
 
 * vocabulary, merges, pre-tokenizer, BOS post-processor: ``tokenizer.json``;
 * bos/eos tokens: ``tokenizer_config.json`` (``bos_token``/``eos_token``), then ``config.json`` ids;
 * extra eos ids: ``generation_config.json`` / ``config.json`` ``eos_token_id`` (int or list);
-* chat template: ``chat_template.jinja``, then ``tokenizer_config.json`` ``chat_template`` (a string, or
-  a list of ``{"name", "template"}`` whose "default" entry is used).
+* chat template: ``chat_template.jinja``, then ``tokenizer_config.json`` ``chat_template`` (a
+  string, or a list of ``{"name", "template"}`` whose "default" entry is used).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def read_hf_tokenizer(folder: Path) -> tuple[Any, int | None, tuple[int, ...], s
 
     path = folder / "tokenizer.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{folder} has no tokenizer.json (only fast-tokenizer files are read)")
+        raise FileNotFoundError(f"{folder} has no tokenizer.json (only fast-tokenizer files are "
+                                "read)")
     backend = Tokenizer.from_file(str(path))
     tok_config = _read_json(folder / "tokenizer_config.json")
     model_config = _read_json(folder / "config.json")

@@ -58,7 +58,8 @@ def _llama3_inv_freq(inv_freq: torch.Tensor, scaling) -> torch.Tensor:
     # (below original_ctx / high_freq_factor) kept, and the band between interpolated linearly.
     wavelen = 2 * math.pi / inv_freq                                        # (hs/2,)
     ratio = scaling.original_max_position_embeddings / wavelen              # (hs/2,)
-    smooth = (ratio - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor)
+    band = scaling.high_freq_factor - scaling.low_freq_factor
+    smooth = (ratio - scaling.low_freq_factor) / band                      # (hs/2,)
     smooth = smooth.clamp(0.0, 1.0)                                         # 0 = scaled, 1 = kept
     return (1 - smooth) * inv_freq / scaling.factor + smooth * inv_freq    # (hs/2,)
 

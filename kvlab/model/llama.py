@@ -3,20 +3,22 @@
 One call runs a packed batch in which every sequence is a prefill, a chunk of a prefill, or a decode
 (see ``kvlab.model.attention_metadata``). Per layer::
 
-    x ──RMSNorm──► q,k,v projections ──RoPE(q,k)──► reshape_and_cache(k, v → slots)   (write)
-                                                  └─► paged_attention(q, block_table) (read)
+    x ──RMSNorm──► q,k,v projections ──RoPE(q,k)──► reshape_and_cache(k, v → slots) (write)
+                                                  └─► paged_attention(q, block_table)  (read)
       ◄──+── o_proj ◄────────────────────────────────┘
     x ──RMSNorm──► SwiGLU MLP ──+──► next layer
 
 The KV cache of layer ``i`` is ``kv_caches[i]: [2, num_blocks, block_size, num_kv_heads, head_dim]``
-(vLLM's FlashAttention layout): ``kv_caches[i][0]`` holds keys, ``kv_caches[i][1]`` values, and a token
-at ``slot = block_id * block_size + offset`` lives at ``[:, block_id, offset]``. Nothing else keeps
-keys or values between calls: run a prompt in 3 chunks and the 2nd chunk sees the 1st only through
-the blocks its ``block_table`` row names.
+(vLLM's FlashAttention layout): ``kv_caches[i][0]`` holds keys, ``kv_caches[i][1]`` values, and a
+token at ``slot = block_id * block_size + offset`` lives at ``[:, block_id, offset]``. Nothing else
+keeps keys or values between calls: run a prompt in 3 chunks and the 2nd chunk sees the 1st only
+through the blocks its ``block_table`` row names.
 
-Mirrors: vllm/model_executor/models/llama.py::LlamaForCausalLM (its forward with
-vllm/attention/layer.py::Attention). Differs: weights in a dict instead of nn.Modules, no tensor
-parallelism, no CUDA graphs, no quantized matmuls (weights are dequantized at load).
+Mirrors: vllm/model_executor/models/llama.py::LlamaForCausalLM (its forward, with
+vllm/model_executor/layers/attention/attention.py::Attention). Differs: weights in a dict instead
+of nn.Modules, no tensor parallelism, no CUDA graphs, no quantized matmuls (weights are
+dequantized at load), and the per-layer metadata is looked up by kv_cache_group_id rather than
+by layer name.
 
 Threads: the caller owns ``torch.set_num_threads``. On small CPUs, 2 OpenMP threads showed sporadic
 1-3 s stalls per step; ``torch.set_num_threads(1)`` made timings steady.
@@ -29,6 +31,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+# NOTE: imported early: without CUDA it sets TRITON_INTERPRET, which must precede importing triton
+from kvlab import kernels
 from kvlab.model.attention_metadata import AttentionMetadata
 from kvlab.model.config import ModelConfig
 from kvlab.model.layers import apply_rope, rms_norm, rope_cos_sin, rope_inv_freq, swiglu_mlp
@@ -38,13 +42,26 @@ ATTENTION_BACKENDS = ("auto", "triton", "torch")
 
 
 def default_kv_cache_group_ids(config: ModelConfig) -> list[int]:
-    """Per layer, the kv_cache_group_id of its attention type: full attention first, then each window.
+    """Per layer, the kv_cache_group_id of its attention type: full attention first, then windows.
 
     ``[W, None, W, None]`` -> ``[1, 0, 1, 0]``; all full attention -> all 0.
     """
     windows = config.sliding_window or (None,) * config.num_layers
     order = sorted(set(windows), key=lambda w: (w is not None, w or 0))
     return [order.index(w) for w in windows]
+
+
+def _check_group_ids(config: ModelConfig, group_ids: list[int]) -> None:
+    if len(group_ids) != config.num_layers or sorted(set(group_ids)) != \
+            list(range(len(set(group_ids)))):
+        raise ValueError(f"kv_cache_group_ids needs {config.num_layers} entries numbered 0..G-1, "
+                         f"got {group_ids}")
+    windows: dict[int, int | None] = {}
+    for layer, gid in enumerate(group_ids):
+        window = config.layer_sliding_window(layer)
+        if windows.setdefault(gid, window) != window:
+            raise ValueError(f"kv_cache_group_id {gid} mixes sliding windows {windows[gid]} and "
+                             f"{window} (layer {layer}); one group, one attention type")
 
 
 class Model:
@@ -67,6 +84,17 @@ class Model:
         attention_backend: "auto" (compiled Triton on CUDA, torch reference on CPU) | "triton" (on
             CPU: the Triton interpreter, slow) | "torch".
         kv_cache_group_ids: per layer, which KV-cache group's tables it reads.
+
+    Args (constructor):
+        config, weights: from ``kvlab.model.load_model`` (or ``kvlab.model.reference``).
+        tokenizer: optional Tokenizer.
+        attention_backend: see Attributes.
+        kv_cache_group_ids: per layer group id (0..G-1, layers of one group share one window);
+            default ``default_kv_cache_group_ids(config)``. An engine passes its KVCacheConfig's.
+
+    Raises:
+        ValueError: unknown backend, bad group ids, or weights of the wrong shape.
+        KeyError: missing or unexpected weights.
     """
 
     def __init__(self, config: ModelConfig, weights: dict[str, torch.Tensor], tokenizer=None, *,
@@ -77,9 +105,7 @@ class Model:
         check_weights(config, weights)
         group_ids = default_kv_cache_group_ids(config) if kv_cache_group_ids is None \
             else list(kv_cache_group_ids)
-        if len(group_ids) != config.num_layers or any(g < 0 for g in group_ids):
-            raise ValueError(f"kv_cache_group_ids needs {config.num_layers} non-negative entries, "
-                             f"got {group_ids}")
+        _check_group_ids(config, group_ids)
         self.config = config
         self.weights = weights
         self.tokenizer = tokenizer
@@ -87,14 +113,15 @@ class Model:
         self.kv_cache_group_ids = group_ids
         self.embed_tokens = weights["model.embed_tokens.weight"]               # (V, C)
         self.lm_head = weights.get("lm_head.weight", self.embed_tokens)         # (V, C)
-        self.inv_freq = rope_inv_freq(config, weights.get("rope_freqs"))        # (hs/2,)
+        self.inv_freq = rope_inv_freq(config, weights.get("rope_freqs")).to(
+            self.embed_tokens.device)                                           # (hs/2,)
         self.scale = config.head_dim ** -0.5
 
     @classmethod
     def from_pretrained(cls, source: str | Path | None = None, *,
                         dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
                         progress: bool = True, attention_backend: str = "auto") -> Model:
-        """Load weights and tokenizer (see ``kvlab.model.loader.load_model``) and build the model."""
+        """Load weights and tokenizer (see ``kvlab.model.loader.load_model``); build the model."""
         from kvlab.model.loader import load_model_and_tokenizer
 
         config, weights, tokenizer = load_model_and_tokenizer(source, dtype=dtype, device=device,
@@ -162,8 +189,6 @@ class Model:
 
     def _attention(self, layer: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    attn_metadata: AttentionMetadata, kv_cache: torch.Tensor) -> torch.Tensor:
-        from kvlab import kernels
-
         c, w, p = self.config, self.weights, f"model.layers.{layer}.self_attn."
         num_tokens = x.shape[0]
         q = F.linear(x, w[p + "q_proj.weight"], w.get(p + "q_proj.bias"))  # (T, nq * hs)

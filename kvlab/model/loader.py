@@ -1,4 +1,4 @@
-"""One entry point for every weight source: the shipped SmolLM2 GGUF, any local GGUF, or an HF folder.
+"""One entry point for every weight source: the shipped SmolLM2 GGUF, a local GGUF, an HF folder.
 
 Example::
 
@@ -16,7 +16,12 @@ from pathlib import Path
 import torch
 
 from kvlab.model.config import ModelConfig
-from kvlab.model.gguf_loader import config_from_gguf, default_gguf_path, open_gguf, weights_from_gguf
+from kvlab.model.gguf_loader import (
+    config_from_gguf,
+    default_gguf_path,
+    open_gguf,
+    weights_from_gguf,
+)
 from kvlab.model.hf_loader import load_hf_folder
 from kvlab.model.tokenizer import Tokenizer
 
@@ -31,7 +36,8 @@ def resolve_source(source: str | Path | None) -> tuple[str, Path]:
             (or exactly one .gguf file).
 
     Raises:
-        FileNotFoundError: the path does not exist, or a folder holds neither config.json nor a GGUF.
+        FileNotFoundError: the path does not exist, or a folder holds neither config.json nor a
+            GGUF.
         ValueError: a folder holds several GGUF files and no config.json (name the file instead).
     """
     if source is None:
@@ -39,8 +45,8 @@ def resolve_source(source: str | Path | None) -> tuple[str, Path]:
     path = Path(source).expanduser()
     if path.is_file():
         if path.suffix != ".gguf":
-            raise ValueError(f"{path} is a file but not a .gguf file; pass a GGUF file or a Hugging "
-                             "Face folder (config.json + *.safetensors + tokenizer.json)")
+            raise ValueError(f"{path} is a file but not a .gguf file; pass a GGUF file or a "
+                             "Hugging Face folder (config.json + *.safetensors + tokenizer.json)")
         return "gguf", path
     if not path.is_dir():
         raise FileNotFoundError(f"model source not found: {path}")

@@ -1,4 +1,4 @@
-"""A tqdm progress bar that can be switched off (``progress=False``) and never needs tqdm when off."""
+"""A tqdm progress bar that can be switched off (``progress=False``); tqdm is optional."""
 
 from __future__ import annotations
 

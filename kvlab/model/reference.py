@@ -1,9 +1,10 @@
 """A dense, cache-free Llama forward for one sequence, and random weights for tiny test models.
 
-``dense_forward`` is the trusted reference the paged forward is checked against: the whole sequence in
-one go, attention as an explicit masked softmax over every earlier position, no KV cache at all. It
-shares no code with ``kvlab.model.llama``/``layers`` (RoPE is written as complex rotation here, the
-rotate-half form there), so agreement is evidence, not an echo.
+``dense_forward`` is the trusted reference the paged forward is checked against: the whole
+sequence in one go, attention as an explicit masked softmax over every earlier position, no KV
+cache at all. Apart from the RoPE frequency table it shares no code with ``kvlab.model.llama`` /
+``layers`` (RoPE is written as complex rotation here, the rotate-half form there), so agreement
+is evidence, not an echo.
 
 Example::
 
@@ -25,15 +26,16 @@ from kvlab.model.weights import expected_weight_shapes
 
 
 def tiny_config(**overrides: Any) -> ModelConfig:
-    """A small Llama config (2 layers, width 64, 4 query / 2 KV heads, vocab 128) for tests and demos.
+    """A small Llama config (2 layers, width 64, 4 query / 2 KV heads, vocab 128) for tests, demos.
 
     Args:
-        **overrides: any ModelConfig field (``num_layers``, ``sliding_window``, ``architecture``...).
+        **overrides: any ModelConfig field (``num_layers``, ``sliding_window``, ...).
     """
-    fields: dict[str, Any] = dict(
-        architecture="llama", num_layers=2, hidden_size=64, num_q_heads=4, num_kv_heads=2,
-        head_dim=16, intermediate_size=128, rope_theta=10000.0, rms_norm_eps=1e-5, vocab_size=128,
-        max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=1, eos_token_ids=(2,))
+    fields: dict[str, Any] = {
+        "architecture": "llama", "num_layers": 2, "hidden_size": 64, "num_q_heads": 4,
+        "num_kv_heads": 2, "head_dim": 16, "intermediate_size": 128, "rope_theta": 10000.0,
+        "rms_norm_eps": 1e-5, "vocab_size": 128, "max_position_embeddings": 512,
+        "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_ids": (2,)}
     fields.update(overrides)
     return ModelConfig(**fields)
 
@@ -69,7 +71,10 @@ def _rotate(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 def _dense_attention(config: ModelConfig, layer: int, x: torch.Tensor, angles: torch.Tensor,
                      w: dict[str, torch.Tensor]) -> torch.Tensor:
     p, hs, n = f"model.layers.{layer}.self_attn.", config.head_dim, x.shape[0]
-    proj = lambda name: x @ w[p + name + ".weight"].T + w.get(p + name + ".bias", 0.0)  # noqa: E731
+
+    def proj(name: str) -> torch.Tensor:
+        return x @ w[p + name + ".weight"].T + w.get(p + name + ".bias", 0.0)  # (T, out)
+
     q = _rotate(proj("q_proj").view(n, config.num_q_heads, hs), angles)   # (T, nq, hs)
     k = _rotate(proj("k_proj").view(n, config.num_kv_heads, hs), angles)  # (T, nkv, hs)
     v = proj("v_proj").view(n, config.num_kv_heads, hs)                   # (T, nkv, hs)

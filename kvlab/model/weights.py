@@ -40,14 +40,16 @@ def expected_weight_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
             p + "mlp.down_proj.weight": (c, config.intermediate_size),
         }
         if config.attention_bias:
-            shapes |= {p + "self_attn.q_proj.bias": (q_out,), p + "self_attn.k_proj.bias": (kv_out,),
+            shapes |= {p + "self_attn.q_proj.bias": (q_out,),
+                       p + "self_attn.k_proj.bias": (kv_out,),
                        p + "self_attn.v_proj.bias": (kv_out,)}
     return shapes
 
 
 def check_weights(config: ModelConfig, weights: dict[str, torch.Tensor]) -> None:
-    """Check that ``weights`` holds exactly what ``config`` implies (``lm_head.weight`` may be absent
-    when tied: the embedding is reused; a present one wins).
+    """Check that ``weights`` holds exactly what ``config`` implies.
+
+    ``lm_head.weight`` may be absent when tied (the embedding is reused); a present one wins.
 
     Raises:
         KeyError: a missing weight, or an unexpected one (both listed, up to 5 each).
@@ -58,7 +60,8 @@ def check_weights(config: ModelConfig, weights: dict[str, torch.Tensor]) -> None
     unexpected = sorted(set(weights) - set(expected) - set(OPTIONAL_NAMES))
     if missing or unexpected:
         raise KeyError(f"weights do not match the config: missing {missing[:5]} "
-                       f"({len(missing)} in all), unexpected {unexpected[:5]} ({len(unexpected)} in all)")
+                       f"({len(missing)} in all), unexpected {unexpected[:5]} "
+                       f"({len(unexpected)} in all)")
     for name, shape in expected.items():
         if tuple(weights[name].shape) != shape:
             raise ValueError(f"weight {name} has shape {tuple(weights[name].shape)}, the config "

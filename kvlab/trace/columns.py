@@ -80,7 +80,7 @@ class Columns:
 
 
 class ColumnStore:
-    """Growable columns (capacity doubles), appended to in chunks by the recorder.
+    """Growable columns (capacity grows 1.5x), appended to in chunks by the recorder.
 
     NOTE: views handed out by ``columns()`` cover rows [0, n); later chunks only write rows
     >= n (or into a new, larger buffer), so a view never changes under its reader.
@@ -99,7 +99,7 @@ class ColumnStore:
         cap = len(self._cols["kind"])
         if need <= cap:
             return
-        new_cap = max(need, cap * 2)
+        new_cap = max(need, cap + cap // 2)  # NOTE: 1.5x keeps spare capacity small
         for name, arr in self._cols.items():
             grown = np.zeros(new_cap, dtype=arr.dtype)
             grown[: self.n] = arr[: self.n]
@@ -113,7 +113,7 @@ class ColumnStore:
             return
         if need > np.iinfo(OFFSET_DTYPE).max:
             raise OverflowError(f"trace payload would exceed {np.iinfo(OFFSET_DTYPE).max} ints")
-        grown = np.zeros(max(need, len(self._payload) * 2), dtype=PAYLOAD_DTYPE)
+        grown = np.zeros(max(need, len(self._payload) * 3 // 2), dtype=PAYLOAD_DTYPE)
         grown[: self.p] = self._payload[: self.p]
         self._payload = grown
 

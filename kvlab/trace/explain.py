@@ -163,16 +163,7 @@ def explain(trace: Any, call: int | Call) -> Explanation:
     if deciding is not None:
         eviction, never = _find_eviction(trace, deciding)
     shortened = [t for t in turns if t.shortened]
-    if not any(t.probes for t in turns):
-        reason = "too_short" if (num_tokens - 1) // bs == 0 else "no_lookup"
-    elif deciding is not None:
-        reason = "miss"
-    elif capped:
-        reason = "capped"
-    elif eagle:
-        reason = "eagle"
-    else:
-        reason = "hybrid" if len(turns) > 1 and shortened else "complete"
+    reason = _reason(turns, deciding, capped, eagle, shortened, (num_tokens - 1) // bs)
     return Explanation(
         c,
         num_tokens,
@@ -189,6 +180,19 @@ def explain(trace: Any, call: int | Call) -> Explanation:
         never,
         bs,
     )
+
+
+def _reason(turns: list[Turn], deciding: Probe | None, capped: bool, eagle: int,
+            shortened: list[Turn], cap_blocks: int) -> str:  # fmt: skip
+    if not any(t.probes for t in turns):
+        return "too_short" if cap_blocks == 0 else "no_lookup"
+    if deciding is not None:
+        return "miss"
+    if capped:
+        return "capped"
+    if eagle:
+        return "eagle"
+    return "hybrid" if len(turns) > 1 and shortened else "complete"
 
 
 def _turns(trace: Any, c: Call, groups: list[dict], max_length: int) -> list[Turn]:

@@ -11,29 +11,36 @@ __all__ = ["render_lines"]
 
 
 def render_lines(e: Explanation) -> list[str]:
-    """The explanation as lines of text, most important first.
+    """The explanation as lines of text: the hit and cap, each turn, then why it stopped.
 
     Args:
         e: An Explanation from ``kvlab.trace.explain``.
     """
-    c = e.call
-    bs = max(e.block_size, 1)
-    lines = [
-        (
-            f"get_computed_blocks for request {c.request} (event #{c.begin}, step {c.step}): "
-            f"hit {e.num_new_computed_tokens} of {e.num_tokens} tokens "
-            f"({e.num_new_computed_tokens // bs} blocks of {e.block_size})"
-        ),
-        (
-            f"  cap: at most num_tokens - 1 = {e.max_cache_hit_length} tokens "
-            f"({e.max_cache_hit_length // bs} full blocks); the last token is recomputed"
-        ),
-    ]
+    return _header(e) + _turns(e) + _causes(e) + [f"  reason: {e.reason}"]
+
+
+def _header(e: Explanation) -> list[str]:
+    c, bs = e.call, max(e.block_size, 1)
+    hit = (
+        f"get_computed_blocks for request {c.request} (event #{c.begin}, step {c.step}): "
+        f"hit {e.num_new_computed_tokens} of {e.num_tokens} tokens "
+        f"({e.num_new_computed_tokens // bs} blocks of {e.block_size})"
+    )
+    cap = (
+        f"  cap: at most num_tokens - 1 = {e.max_cache_hit_length} tokens ("
+        f"{e.max_cache_hit_length // bs} full blocks); the last token is recomputed"
+    )
+    lines = [hit, cap]
     if e.capped:
         lines.append(
-            "  stopped by the cap: every block within it hit; the last full block is "
-            "recomputed to produce logits"
+            "  stopped by the cap: every block within it hit; the last full block "
+            "is recomputed to produce logits"
         )
+    return lines
+
+
+def _turns(e: Explanation) -> list[str]:
+    lines = []
     for t in e.turns:
         hits = sum(p.hit for p in t.probes)
         span = (
@@ -41,9 +48,10 @@ def render_lines(e: Explanation) -> list[str]:
             if t.hit_length_out is not None
             else f"max {t.hit_length_in} tokens"
         )
+        reused = " (reused earlier hit)" if t.reused else ""
         lines.append(
-            f"  iteration {t.iteration} groups {t.kv_cache_group_ids} ({t.spec}): {span}, "
-            f"{len(t.probes)} probes, {hits} hits" + (" (reused earlier hit)" if t.reused else "")
+            f"  iteration {t.iteration} groups {t.kv_cache_group_ids} ({t.spec}): "
+            f"{span}, {len(t.probes)} probes, {hits} hits{reused}"
         )
     for t in e.shortened_by:
         why = (
@@ -55,8 +63,12 @@ def render_lines(e: Explanation) -> list[str]:
             f"  shortened by groups {t.kv_cache_group_ids} ({t.spec}) in iteration "
             f"{t.iteration}: {t.hit_length_in} -> {t.hit_length_out} tokens{why}"
         )
-    if e.deciding_miss is not None:
-        m = e.deciding_miss
+    return lines
+
+
+def _causes(e: Explanation) -> list[str]:
+    lines = []
+    if (m := e.deciding_miss) is not None:
         lines.append(
             f"  miss: block index {m.block_index} (hash {m.hash}) not cached in group "
             f"{m.kv_cache_group_id} (event #{m.seq})"
@@ -66,8 +78,7 @@ def render_lines(e: Explanation) -> list[str]:
             f"  EAGLE: dropped the last {e.eagle_dropped_blocks} matched block(s) "
             "(recomputed for the draft head)"
         )
-    if e.eviction is not None:
-        ev = e.eviction
+    if (ev := e.eviction) is not None:
         stored = (
             f"; cached by request {ev.stored_by} at event #{ev.stored_seq}"
             if ev.stored_seq is not None
@@ -79,16 +90,9 @@ def render_lines(e: Explanation) -> list[str]:
             "  that block was never cached earlier in this trace (no request had "
             "computed this prefix as a full block)"
         )
-    if e.reason == "complete":
-        lines.append("  every full block within the cap hit; the remaining tokens fill no block")
-    elif e.reason in ("no_lookup", "too_short"):
-        lines.append(
-            "  no lookup: "
-            + (
-                "the prompt is shorter than one block plus one token"
-                if e.reason == "too_short"
-                else "prefix caching is off or the request skips it"
-            )
-        )
-    lines.append(f"  reason: {e.reason}")
+    lines += {
+        "complete": ["  every full block within the cap hit; the remaining tokens fill no block"],
+        "too_short": ["  no lookup: the prompt is shorter than one block plus one token"],
+        "no_lookup": ["  no lookup: prefix caching is off or the request skips it"],
+    }.get(e.reason, [])
     return lines

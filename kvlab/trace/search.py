@@ -43,8 +43,7 @@ def filter_events(
     """Indexes of the events in [start, stop) matching every given criterion.
 
     Args:
-        trace: A kvlab.trace.Trace.
-        kind: One kind or several.
+        trace: A kvlab.trace.Trace; kind: one kind or several.
         request: Request id the event carries (REQ_*, BLOCK_STORED, CALL_BEGIN/END).
         group: kv_cache_group_id (CALL events never match: their column holds the call id).
         step: Scheduler step.
@@ -53,7 +52,7 @@ def filter_events(
         start, stop: Event range (stop None = the end).
 
     Returns:
-        int64 array of matching event indexes, ascending.
+        int64 array of the matching event indexes, ascending.
 
     Raises:
         ValueError: If start is negative.

@@ -114,7 +114,7 @@ class Trace:
         return self.cols.payload[int(o[i]) : int(o[i + 1])].tolist()
 
     def row(self, i: int) -> tuple[int, int, int, int, int, list[int]]:
-        """Event ``i`` raw: ``(kind, group, request, a, b, payload)``, as ``KVState.apply`` takes."""
+        """Event ``i`` raw: ``(kind, group, request, a, b, payload)`` (``KVState.apply``'s args)."""
         i = self._index(i)
         c = self.cols
         return (

@@ -122,60 +122,37 @@ def decode_call(name: str, a: int, b: int, payload: list[int], is_end: bool) -> 
     return dict(zip(spec.args, spec.unpack_args(a, b, payload)))
 
 
+_FROM_A = {K.POPLEFT: "block_id", K.REMOVE: "block_id", K.APPEND: "block_id", K.STEP: "step"}
+_FROM_PAYLOAD = {K.POPLEFT_N: "block_ids", K.APPEND_N: "block_ids", K.GET_NEW_BLOCKS: "block_ids",
+                 K.TOUCH: "block_ids", K.FREE_BLOCKS: "block_ids", K.REQ_BLOCKS_ADDED: "block_ids",
+                 K.REQ_BLOCKS_NULLED: "indices"}  # fmt: skip
+
+
 def decode_fields(
-    kind: EventKind,
-    group: int,
-    a: int,
-    b: int,
-    payload: list[int],
-    tables: FrozenTables,
+    kind: EventKind, group: int, a: int, b: int, payload: list[int], tables: FrozenTables,
     call_names: list[str],
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # fmt: skip
     """The per-kind fields of one event (the schema in kvlab.trace.events).
 
     Hashes appear as ``hash`` (short hex) next to ``hash_index`` (index in the hash table).
     """
-    if kind in (K.POPLEFT, K.REMOVE, K.APPEND):
-        return {"block_id": a}
-    if kind in (
-        K.POPLEFT_N,
-        K.APPEND_N,
-        K.GET_NEW_BLOCKS,
-        K.TOUCH,
-        K.FREE_BLOCKS,
-        K.REQ_BLOCKS_ADDED,
-    ):
-        return {"block_ids": payload}
+    if kind in _FROM_A:
+        return {_FROM_A[kind]: a}
+    if kind in _FROM_PAYLOAD:
+        return {_FROM_PAYLOAD[kind]: payload}
     if kind == K.BLOCK_STORED:
         n = len(payload) // 2
-        return {
-            "num_cached_blocks": a,
-            "num_full_blocks": b,
-            "block_ids": payload[:n],
-            "hashes": [short_hash(tables.hash_bytes(h)) for h in payload[n:]],
-            "hash_indexes": payload[n:],
-        }
+        hashes = [short_hash(tables.hash_bytes(h)) for h in payload[n:]]
+        return {"num_cached_blocks": a, "num_full_blocks": b, "block_ids": payload[:n],
+                "hashes": hashes, "hash_indexes": payload[n:]}  # fmt: skip
     if kind == K.BLOCK_REMOVED:
         return {"block_id": a, "hash": short_hash(tables.hash_bytes(b)), "hash_index": b}
     if kind == K.LOOKED_UP:
-        return {
-            "hash": short_hash(tables.hash_bytes(a)),
-            "hash_index": a,
-            "block_id": b,
-            "hit": b >= 0,
-        }
+        return {"hash": short_hash(tables.hash_bytes(a)), "hash_index": a, "block_id": b,
+                "hit": b >= 0}  # fmt: skip
     if kind == K.FIXED_POINT_ITERATED:
-        return {
-            "iteration": a,
-            "hit_length_in": b,
-            "hit_length_out": payload[0],
-            "reused": bool(payload[1]),
-            "kv_cache_group_ids": payload[2:],
-        }
-    if kind == K.REQ_BLOCKS_NULLED:
-        return {"indices": payload}
-    if kind == K.STEP:
-        return {"step": a}
+        return {"iteration": a, "hit_length_in": b, "hit_length_out": payload[0],
+                "reused": bool(payload[1]), "kv_cache_group_ids": payload[2:]}  # fmt: skip
     if kind in (K.CALL_BEGIN, K.CALL_END):
         name = call_names[group] if 0 <= group < len(call_names) else f"call#{group}"
         return {"name": name, **decode_call(name, a, b, payload, kind == K.CALL_END)}

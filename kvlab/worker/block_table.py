@@ -70,8 +70,7 @@ def map_to_kernel_blocks(
     if kernel_block_arange is None:
         kernel_block_arange = np.arange(blocks_per_kv_block).reshape(1, -1)
     kernel_block_ids = (
-        np.asarray(kv_manager_block_ids).reshape(-1, 1) * blocks_per_kv_block
-        + kernel_block_arange
+        np.asarray(kv_manager_block_ids).reshape(-1, 1) * blocks_per_kv_block + kernel_block_arange
     )  # (num_blocks, blocks_per_kv_block)
     return kernel_block_ids.reshape(-1)
 
@@ -80,6 +79,28 @@ def _check_sizes(**sizes: Any) -> None:
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _check_cp(dcp_world_size: int, dcp_rank: int, pcp_world_size: int, pcp_rank: int) -> None:
+    _check_sizes(dcp_world_size=dcp_world_size, pcp_world_size=pcp_world_size)
+    if not 0 <= dcp_rank < dcp_world_size or not 0 <= pcp_rank < pcp_world_size:
+        raise ValueError(
+            f"ranks must be inside their worlds: dcp_rank={dcp_rank} of {dcp_world_size}, "
+            f"pcp_rank={pcp_rank} of {pcp_world_size}"
+        )
+
+
+def _kernel_split(block_size: int, kernel_block_size: int) -> tuple[int, int]:
+    """(tokens per table entry, kernel blocks per allocator block)."""
+    if kernel_block_size == block_size:
+        # Allocation and kernel use the same block: ids go in unchanged.
+        return block_size, 1
+    # e.g. 32-token allocator blocks read by a 16-token kernel: 2 kernel blocks each.
+    if block_size % kernel_block_size != 0:
+        raise ValueError(
+            f"kernel_block_size {kernel_block_size} must divide block_size {block_size} evenly"
+        )
+    return kernel_block_size, block_size // kernel_block_size
 
 
 class BlockTable:
@@ -129,36 +150,21 @@ class BlockTable:
     ) -> None:
         kernel_block_size = block_size if kernel_block_size is None else kernel_block_size
         _check_sizes(
-            block_size=block_size, kernel_block_size=kernel_block_size,
-            max_num_reqs=max_num_reqs, max_num_blocks_per_req=max_num_blocks_per_req,
+            block_size=block_size,
+            kernel_block_size=kernel_block_size,
+            max_num_reqs=max_num_reqs,
+            max_num_blocks_per_req=max_num_blocks_per_req,
             max_num_batched_tokens=max_num_batched_tokens,
             cp_kv_cache_interleave_size=cp_kv_cache_interleave_size,
-            dcp_world_size=dcp_world_size, pcp_world_size=pcp_world_size,
         )
-        if not 0 <= dcp_rank < dcp_world_size or not 0 <= pcp_rank < pcp_world_size:
-            raise ValueError(
-                f"ranks must be inside their worlds: dcp_rank={dcp_rank} of {dcp_world_size}, "
-                f"pcp_rank={pcp_rank} of {pcp_world_size}"
-            )
+        _check_cp(dcp_world_size, dcp_rank, pcp_world_size, pcp_rank)
         self.max_num_reqs = max_num_reqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.pin_memory = pin_memory
         self.device = device
-        if kernel_block_size == block_size:
-            # Allocation and kernel use the same block: ids go in unchanged.
-            self.block_size = block_size
-            self.blocks_per_kv_block = 1
-            self.use_hybrid_blocks = False
-        else:
-            # e.g. 32-token allocator blocks read by a 16-token kernel: 2 kernel blocks each.
-            if block_size % kernel_block_size != 0:
-                raise ValueError(
-                    f"kernel_block_size {kernel_block_size} must divide "
-                    f"block_size {block_size} evenly"
-                )
-            self.block_size = kernel_block_size
-            self.blocks_per_kv_block = block_size // kernel_block_size
-            self.use_hybrid_blocks = True
+        self.block_size, self.blocks_per_kv_block = _kernel_split(block_size, kernel_block_size)
+        # Hybrid: allocator blocks are split into several kernel blocks each.
+        self.use_hybrid_blocks = self.blocks_per_kv_block > 1
         # NOTE: counted in kernel blocks from here on (allocator blocks * blocks_per_kv_block).
         self.max_num_blocks_per_req = max_num_blocks_per_req * self.blocks_per_kv_block
         self._make_buffers()
@@ -170,12 +176,18 @@ class BlockTable:
         # NOTE: only block_table.np[r, :num_blocks_per_row[r]] is meaningful; entries past
         # it may hold stale ids (move_row/add_row do not clear them) and are never read.
         self.block_table = CpuGpuBuffer(
-            self.max_num_reqs, self.max_num_blocks_per_req, dtype=np.int32,
-            device=self.device, pin_memory=self.pin_memory,
+            self.max_num_reqs,
+            self.max_num_blocks_per_req,
+            dtype=np.int32,
+            device=self.device,
+            pin_memory=self.pin_memory,
         )
         self.num_blocks_per_row = np.zeros(self.max_num_reqs, dtype=np.int32)
         self.slot_mapping = CpuGpuBuffer(
-            self.max_num_batched_tokens, dtype=np.int64, device=self.device, pin_memory=self.pin_memory
+            self.max_num_batched_tokens,
+            dtype=np.int64,
+            device=self.device,
+            pin_memory=self.pin_memory,
         )
         self._kernel_block_arange = (
             np.arange(self.blocks_per_kv_block).reshape(1, -1) if self.use_hybrid_blocks else None
@@ -322,8 +334,13 @@ class BlockTable:
         req_indices, positions = self._check_tokens(req_indices, positions)
         num_tokens = req_indices.shape[0]
         slots = compute_slot_ids(
-            self.block_table.np, self.block_size, req_indices, positions,
-            self.total_cp_world_size, self.total_cp_rank, self.cp_kv_cache_interleave_size,
+            self.block_table.np,
+            self.block_size,
+            req_indices,
+            positions,
+            self.total_cp_world_size,
+            self.total_cp_rank,
+            self.cp_kv_cache_interleave_size,
         )
         out = self.slot_mapping.np
         out[:num_tokens] = slots

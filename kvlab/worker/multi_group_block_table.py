@@ -19,7 +19,7 @@ __all__ = ["MultiGroupBlockTable", "align_max_num_blocks", "cdiv", "default_max_
 
 
 def cdiv(a: int, b: int) -> int:
-    """Ceiling division of non-negative ints: ``cdiv(7, 4) == 2``. Mirrors vllm.utils.math_utils.cdiv."""
+    """Ceiling division of ints >= 0: ``cdiv(7, 4) == 2``. Mirrors vllm.utils.math_utils.cdiv."""
     return -(a // -b)
 
 
@@ -48,6 +48,29 @@ def align_max_num_blocks(max_num_blocks: Sequence[int], block_sizes: Sequence[in
         cdiv(n, 128 // bs) * (128 // bs) if bs <= 128 else n
         for n, bs in zip(max_num_blocks, block_sizes)
     ]
+
+
+def _resolve_max_num_blocks(
+    max_model_len: int,
+    block_sizes: Sequence[int],
+    kernel_block_sizes: Sequence[int],
+    max_num_blocks: Sequence[int] | None,
+    total_cp_world_size: int,
+) -> list[int]:
+    """Check the per-group lists agree in length; default max_num_blocks from max_model_len."""
+    if len(kernel_block_sizes) != len(block_sizes):
+        raise ValueError(
+            f"kernel_block_sizes length ({len(kernel_block_sizes)}) "
+            f"must match block_sizes length ({len(block_sizes)})"
+        )
+    if max_num_blocks is None:
+        max_num_blocks = default_max_num_blocks(max_model_len, block_sizes, total_cp_world_size)
+    if len(max_num_blocks) != len(block_sizes):
+        raise ValueError(
+            f"max_num_blocks length ({len(max_num_blocks)}) "
+            f"must match block_sizes length ({len(block_sizes)})"
+        )
+    return list(max_num_blocks)
 
 
 class MultiGroupBlockTable:
@@ -90,26 +113,32 @@ class MultiGroupBlockTable:
         pcp_world_size: int = 1,
         pcp_rank: int = 0,
     ) -> None:
-        if len(kernel_block_sizes) != len(block_sizes):
-            raise ValueError(
-                f"kernel_block_sizes length ({len(kernel_block_sizes)}) "
-                f"must match block_sizes length ({len(block_sizes)})"
-            )
-        if max_num_blocks is None:
-            max_num_blocks = default_max_num_blocks(
-                max_model_len, block_sizes, dcp_world_size * pcp_world_size
-            )
-        if len(max_num_blocks) != len(block_sizes):
-            raise ValueError(
-                f"max_num_blocks length ({len(max_num_blocks)}) "
-                f"must match block_sizes length ({len(block_sizes)})"
-            )
+        max_num_blocks = _resolve_max_num_blocks(
+            max_model_len,
+            block_sizes,
+            kernel_block_sizes,
+            max_num_blocks,
+            dcp_world_size * pcp_world_size,
+        )
         max_num_blocks = align_max_num_blocks(max_num_blocks, block_sizes)
-        cp = dict(dcp_world_size=dcp_world_size, dcp_rank=dcp_rank,
-                  pcp_world_size=pcp_world_size, pcp_rank=pcp_rank)
+        cp = {
+            "dcp_world_size": dcp_world_size,
+            "dcp_rank": dcp_rank,
+            "pcp_world_size": pcp_world_size,
+            "pcp_rank": pcp_rank,
+        }
         self.block_tables = [
-            BlockTable(bs, max_num_reqs, n, max_num_batched_tokens, pin_memory, device, kbs,
-                       cp_kv_cache_interleave_size, **cp)
+            BlockTable(
+                bs,
+                max_num_reqs,
+                n,
+                max_num_batched_tokens,
+                pin_memory,
+                device,
+                kbs,
+                cp_kv_cache_interleave_size,
+                **cp,
+            )
             for bs, kbs, n in zip(block_sizes, kernel_block_sizes, max_num_blocks)
         ]
 
@@ -176,7 +205,9 @@ class MultiGroupBlockTable:
             if self.block_tables:
                 self.block_tables[0]._check_row(row, name)
 
-    def compute_slot_mapping(self, req_indices: np.ndarray, positions: np.ndarray) -> list[np.ndarray]:
+    def compute_slot_mapping(
+        self, req_indices: np.ndarray, positions: np.ndarray
+    ) -> list[np.ndarray]:
         """Compute every group's slot mapping (groups differ in block size and ids).
 
         Mirrors: MultiGroupBlockTable.compute_slot_mapping (differs as BlockTable's).

@@ -1,4 +1,4 @@
-"""Shared fixtures for kvlab.model tests: the real SmolLM2 model and transformers' reference outputs.
+"""Fixtures for kvlab.model tests: the real SmolLM2 model and transformers' reference outputs.
 
 transformers takes ~17-30 s to load the GGUF, so its outputs are computed ONCE per pytest run: under
 pytest-xdist the first worker that needs them computes and saves them into the run's shared temp dir
@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 import torch
+
+# NOTE: without CUDA, kvlab.kernels switches on TRITON_INTERPRET; that only works if it is imported
+# before anything else (transformers does) imports triton, whose own @jit helpers read it once.
+import kvlab.kernels  # noqa: F401
 
 STRINGS = [
     "The capital of France is",
@@ -27,10 +31,11 @@ CHATS = [
     [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."},
      {"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Another, ünïcode?"}],
 ]
-GREEDY_PROMPTS = ["The capital of France is", "def fibonacci(n):", "Water boils at a temperature of"]
+GREEDY_PROMPTS = ["The capital of France is", "def fibonacci(n):",
+                  "Water boils at a temperature of"]
 NUM_GREEDY_TOKENS = 8
-LONG_PROMPT = ("Paged attention stores the keys and values of every token in fixed-size blocks, so a "
-               "sequence can grow without copying and two requests can share the blocks of a "
+LONG_PROMPT = ("Paged attention stores the keys and values of every token in fixed-size blocks, "
+               "so a sequence can grow without copying and two requests can share the blocks of a "
                "common prefix.")
 
 

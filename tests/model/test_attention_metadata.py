@@ -1,4 +1,4 @@
-"""build_attention_metadata / AttentionMetadata: exact slots, tables and lengths for mixed batches."""
+"""build_attention_metadata / AttentionMetadata: exact slots, tables, lengths of mixed batches."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_mixed_batch_layout():
 
 
 def test_per_group_tables():
-    full, window = [[4, 6]], [[0, 8]]  # the window group's first block already became the null block
+    full, window = [[4, 6]], [[0, 8]]  # the window group's 1st block already became the null block
     _, md = build_attention_metadata(full, [5], [2], 4, group_block_ids=[full, window])
     assert md.num_kv_cache_groups == 2
     slots0, table0 = md.tables_for_group(0)
@@ -35,6 +35,10 @@ def test_per_group_tables():
     assert (slots1.tolist(), table1.tolist()) == ([33, 34], [[0, 8]])
     with pytest.raises(KeyError, match="kv_cache_group_id 2"):
         md.tables_for_group(2)
+    with pytest.raises(ValueError, match="must equal group 0"):
+        build_attention_metadata(window, [5], [2], 4, group_block_ids=[full, window])
+    with pytest.raises(ValueError, match="1 block lists per group"):
+        build_attention_metadata(full, [5], [2], 4, group_block_ids=[full, []])
 
 
 @pytest.mark.parametrize("args,match", [
@@ -50,11 +54,11 @@ def test_bad_batches_are_rejected(args, match):
 
 
 def test_metadata_checks_shapes():
-    ok = dict(slot_mapping=torch.zeros(2, dtype=torch.int64),
-              block_table=torch.zeros(1, 1, dtype=torch.int32),
-              seq_lens=torch.tensor([2], dtype=torch.int32),
-              query_start_loc=torch.tensor([0, 2], dtype=torch.int32), max_query_len=2,
-              max_seq_len=2)
+    ok = {"slot_mapping": torch.zeros(2, dtype=torch.int64),
+              "block_table": torch.zeros(1, 1, dtype=torch.int32),
+              "seq_lens": torch.tensor([2], dtype=torch.int32),
+              "query_start_loc": torch.tensor([0, 2], dtype=torch.int32), "max_query_len": 2,
+              "max_seq_len": 2}
     AttentionMetadata(**ok)
     with pytest.raises(ValueError, match="query_start_loc"):
         AttentionMetadata(**dict(ok, query_start_loc=torch.tensor([0, 1, 2], dtype=torch.int32)))

@@ -19,12 +19,12 @@ def test_derived_values():
 
 
 @pytest.mark.parametrize("overrides,match", [
-    (dict(architecture="gemma3"), "architecture 'gemma3' not supported"),
-    (dict(num_layers=0), "num_layers must be a positive int"),
-    (dict(num_q_heads=3), "multiple of num_kv_heads"),
-    (dict(head_dim=15), "even"),
-    (dict(sliding_window=(4,)), "one entry per layer"),
-    (dict(sliding_window=(4, -1)), "positive ints"),
+    ({"architecture": "gemma3"}, "architecture 'gemma3' not supported"),
+    ({"num_layers": 0}, "num_layers must be a positive int"),
+    ({"num_q_heads": 3}, "multiple of num_kv_heads"),
+    ({"head_dim": 15}, "even"),
+    ({"sliding_window": (4,)}, "one entry per layer"),
+    ({"sliding_window": (4, -1)}, "positive ints"),
 ])
 def test_invalid_configs_are_rejected(overrides, match):
     with pytest.raises(ValueError, match=match):

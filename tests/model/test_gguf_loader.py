@@ -1,5 +1,5 @@
-"""GGUF loading: tiny GGUF files written with gguf.GGUFWriter (llama.cpp's conventions) load back to the
-original Hugging Face-layout weights, and run to the dense reference's logits."""
+"""GGUF loading: tiny GGUF files written with gguf.GGUFWriter (llama.cpp's conventions) load back
+to the original Hugging Face-layout weights, and run to the dense reference's logits."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_hf_names():
     assert hf_name("token_embd.weight") == "model.embed_tokens.weight"
     assert hf_name("blk.12.ffn_down.weight") == "model.layers.12.mlp.down_proj.weight"
     assert hf_name("blk.0.attn_k.bias") == "model.layers.0.self_attn.k_proj.bias"
-    with pytest.raises(KeyError, match="blk.0.ffn_gate_exps.weight"):
+    with pytest.raises(KeyError, match=r"blk\.0\.ffn_gate_exps\.weight"):
         hf_name("blk.0.ffn_gate_exps.weight")
 
 
@@ -157,17 +157,17 @@ def test_sentencepiece_gguf_tokenizer_is_refused(tmp_path, tiny_bpe):
     config = tiny_config(vocab_size=tiny_bpe.get_vocab_size())
     path = tmp_path / "spm.gguf"
     write_tiny_gguf(path, config, random_weights(config), tiny_bpe, tokenizer_model="llama")
-    with pytest.raises(ValueError, match="SentencePiece|only byte-level BPE"):
+    with pytest.raises(ValueError, match="only byte-level BPE"):
         Tokenizer.from_gguf(path)
 
 
 def test_resolve_source(tmp_path, tiny_bpe):
     with pytest.raises(FileNotFoundError, match="not found"):
         resolve_source(tmp_path / "missing")
-    with pytest.raises(FileNotFoundError, match="neither config.json nor"):
+    with pytest.raises(FileNotFoundError, match=r"neither config\.json nor"):
         resolve_source(tmp_path)
     (tmp_path / "notes.txt").write_text("x")
-    with pytest.raises(ValueError, match="not a .gguf"):
+    with pytest.raises(ValueError, match=r"not a \.gguf"):
         resolve_source(tmp_path / "notes.txt")
     config = tiny_config(vocab_size=tiny_bpe.get_vocab_size())
     write_tiny_gguf(tmp_path / "a.gguf", config, random_weights(config), tiny_bpe)

@@ -16,8 +16,9 @@ transformers = pytest.importorskip("transformers")
 TINY_CHAT_TEMPLATE = ("{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] "
                       "+ '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}"
                       "{{ '<|im_start|>assistant\\n' }}{% endif %}")
-TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
-            max_position_embeddings=256, bos_token_id=1, eos_token_id=2)
+TINY = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+            "max_position_embeddings": 256, "bos_token_id": 1, "eos_token_id": 2}
 
 
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
@@ -85,7 +86,7 @@ def paged_hybrid_logits(model, ids, chunks, block_size=4):
     logits, done = [], 0
     for n in chunks:
         tables = []
-        for (window, _), ids_g in zip(groups, blocks):
+        for (window, _), ids_g in zip(groups, blocks, strict=False):
             first = 0 if window is None else max(done - window + 1, 0)
             tables.append([[0 if (j + 1) * block_size <= first else b
                             for j, b in enumerate(ids_g)]])
@@ -138,8 +139,9 @@ def test_folder_tokenizer_matches_transformers(qwen2_hybrid_folder):
 
 
 def test_config_from_hf_refuses_what_it_cannot_run():
-    base = dict(model_type="llama", num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                intermediate_size=128, vocab_size=300)
+    base = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+            "num_attention_heads": 4,
+                "intermediate_size": 128, "vocab_size": 300}
     assert config_from_hf(base).head_dim == 16
     with pytest.raises(ValueError, match="model_type 'gemma3'"):
         config_from_hf(dict(base, model_type="gemma3"))
@@ -154,10 +156,10 @@ def test_config_from_hf_refuses_what_it_cannot_run():
 
 
 def test_incomplete_folders_are_reported(tmp_path, tiny_bpe):
-    (tmp_path / "config.json").write_text(json.dumps(dict(
-        model_type="llama", num_hidden_layers=1, hidden_size=64, num_attention_heads=4,
-        intermediate_size=128, vocab_size=300)))
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 4,
+        "intermediate_size": 128, "vocab_size": 300}))
     with pytest.raises(FileNotFoundError, match="safetensors"):
         load_model(tmp_path, progress=False)
-    with pytest.raises(FileNotFoundError, match="tokenizer.json"):
+    with pytest.raises(FileNotFoundError, match=r"tokenizer\.json"):
         Tokenizer.from_hf_folder(tmp_path)

@@ -1,4 +1,4 @@
-"""SmolLM2-135M on the paged KV cache vs transformers: prefill, chunked prefill, decode, greedy, batching.
+"""SmolLM2-135M on the paged KV cache vs transformers: prefill, chunks, decode, greedy, batching.
 
 Every comparison runs through the paged cache with hand-made block tables whose block ids are
 non-contiguous and shuffled, so a forward that ignored the block table could not pass.
@@ -89,7 +89,7 @@ def test_decode_steps_match_transformers(smollm, hf_reference):
 def test_greedy_tokens_match_transformers(smollm, hf_reference):
     for ids, expected in hf_reference["greedy"]:
         assert greedy(smollm, ids, len(expected), [6, 1, 19], block_size=16) == expected
-    paris_ids, paris = hf_reference["greedy"][0]
+    _paris_ids, paris = hf_reference["greedy"][0]
     assert smollm.tokenizer.decode(paris).startswith(" Paris.")
 
 
@@ -106,7 +106,7 @@ def test_mixed_batch_equals_each_sequence_alone(smollm):
     next_b, next_c = 1234, 567
     positions, md = build_attention_metadata([blocks["a"], blocks["b"], blocks["c"]],
                                              [0, len(b), len(c)], [len(a), 1, 1], block_size)
-    batched = smollm.forward(torch.tensor(a + [next_b, next_c]), positions, md, kv_caches)
+    batched = smollm.forward(torch.tensor([*a, next_b, next_c]), positions, md, kv_caches)
 
     alone = []
     for name, ids, done in (("a", a, 0), ("b", [next_b], len(b)), ("c", [next_c], len(c))):

@@ -106,6 +106,20 @@ def test_triton_interpreter_backend_matches_torch_backend():
     assert torch.allclose(out["torch"][1], out["triton"][1], atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype,atol", [(torch.float16, 0.02), (torch.bfloat16, 0.1)])
+def test_half_precision_stays_close_to_float32_reference(dtype, atol):
+    config = tiny_config(sliding_window=(4, None))
+    weights = random_weights(config, seed=6)
+    model = Model(config, {k: v.to(dtype) for k, v in weights.items()})
+    kv_caches = model.allocate_kv_caches(num_blocks=8, block_size=4)
+    assert kv_caches[0].dtype == dtype
+    ids = torch.arange(3, 13)
+    positions, md = build_attention_metadata([[3, 1, 5]], [0], [10], 4)
+    logits = model.forward(ids, positions, md, kv_caches, return_all_logits=True)
+    assert logits.dtype == torch.float32
+    assert (logits - dense_forward(config, weights, ids)).abs().max() <= atol
+
+
 def test_default_kv_cache_group_ids():
     assert default_kv_cache_group_ids(tiny_config(num_layers=3)) == [0, 0, 0]
     hybrid = tiny_config(num_layers=4, sliding_window=(8, None, 4, 8))
@@ -120,10 +134,17 @@ def test_model_rejects_bad_weights_and_arguments():
     with pytest.raises(KeyError, match="missing"):
         Model(config, {k: v for k, v in weights.items() if "k_proj" not in k})
     bad = dict(weights, **{"model.norm.weight": torch.ones(3)})
-    with pytest.raises(ValueError, match="model.norm.weight"):
+    with pytest.raises(ValueError, match=r"model\.norm\.weight"):
         Model(config, bad)
     with pytest.raises(ValueError, match="kv_cache_group_ids"):
         Model(config, weights, kv_cache_group_ids=[0])
+    with pytest.raises(ValueError, match=r"numbered 0\.\.G-1"):
+        Model(config, weights, kv_cache_group_ids=[0, 2])
+    hybrid = tiny_config(sliding_window=(4, None))
+    with pytest.raises(ValueError, match="mixes sliding windows"):
+        Model(hybrid, random_weights(hybrid), kv_cache_group_ids=[0, 0])
+    assert Model(hybrid, random_weights(hybrid), kv_cache_group_ids=[0, 1]).kv_cache_groups() == \
+        [(4, [0]), (None, [1])]
     with pytest.raises(ValueError, match="positive"):
         Model(config, weights).allocate_kv_caches(num_blocks=0, block_size=4)
 

@@ -103,7 +103,11 @@ def test_hybrid_blocks_row_and_slots_equal_allocator_view():
     # 32-token allocator blocks read by a 16-token kernel.
     hybrid = BlockTable(32, 2, 3, 16, kernel_block_size=16)
     plain = BlockTable(32, 2, 3, 16)
-    assert (hybrid.block_size, hybrid.blocks_per_kv_block, hybrid.use_hybrid_blocks) == (16, 2, True)
+    assert (hybrid.block_size, hybrid.blocks_per_kv_block, hybrid.use_hybrid_blocks) == (
+        16,
+        2,
+        True,
+    )
     assert hybrid.max_num_blocks_per_req == 6 and plain.max_num_blocks_per_req == 3
     for bt in (hybrid, plain):
         bt.add_row([3, 7], 0)
@@ -200,9 +204,9 @@ def test_bad_row_edits_raise_and_change_nothing(call, exc, match):
 @pytest.mark.parametrize(
     "kw, match",
     [
-        (dict(block_size=0), "block_size must be a positive int"),
-        (dict(max_num_reqs=-1), "max_num_reqs must be a positive int"),
-        (dict(dcp_world_size=2, dcp_rank=2), "ranks must be inside their worlds"),
+        ({"block_size": 0}, "block_size must be a positive int"),
+        ({"max_num_reqs": -1}, "max_num_reqs must be a positive int"),
+        ({"dcp_world_size": 2, "dcp_rank": 2}, "ranks must be inside their worlds"),
     ],
 )
 def test_bad_construction(kw, match):

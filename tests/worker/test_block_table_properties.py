@@ -30,7 +30,9 @@ class BlockTableMachine(RuleBasedStateMachine):
         self.ratio = ratio
         self.kernel_block_size = BLOCK_SIZE // ratio
         self.cap = MAX_BLOCKS * ratio
-        self.bt = BlockTable(BLOCK_SIZE, MAX_REQS, MAX_BLOCKS, 64, kernel_block_size=self.kernel_block_size)
+        self.bt = BlockTable(
+            BLOCK_SIZE, MAX_REQS, MAX_BLOCKS, 64, kernel_block_size=self.kernel_block_size
+        )
         self.table = [[0] * self.cap for _ in range(MAX_REQS)]
         self.counts = [0] * MAX_REQS
 
@@ -47,7 +49,11 @@ class BlockTableMachine(RuleBasedStateMachine):
     @rule(ids=ids_st, row=rows_st, replace=st.booleans())
     def append_or_add(self, ids, row, replace):
         start = 0 if replace else (self.counts[row] if self._valid(row) else 0)
-        ok = self._valid(row) and all(b >= 0 for b in ids) and start + len(ids) * self.ratio <= self.cap
+        ok = (
+            self._valid(row)
+            and all(b >= 0 for b in ids)
+            and start + len(ids) * self.ratio <= self.cap
+        )
         fn = self.bt.add_row if replace else self.bt.append_row
         if not ok:
             self._expect_error(fn, ids, row)
@@ -130,8 +136,13 @@ class MultiGroupMachine(RuleBasedStateMachine):
         valid = 0 <= row < MAX_REQS
         caps = [self.mg[0].max_num_blocks_per_req, self.mg[1].max_num_blocks_per_req]
         new = [list(ids0), [k for b in ids1 for k in (2 * b, 2 * b + 1)]]
-        ok = valid and all(b >= 0 for b in ids0 + ids1) and all(
-            (0 if replace else len(self.rows[g][row])) + len(new[g]) <= caps[g] for g in range(2)
+        ok = (
+            valid
+            and all(b >= 0 for b in ids0 + ids1)
+            and all(
+                (0 if replace else len(self.rows[g][row])) + len(new[g]) <= caps[g]
+                for g in range(2)
+            )
         )
         if not ok:
             with pytest.raises((ValueError, TypeError)):
@@ -139,7 +150,7 @@ class MultiGroupMachine(RuleBasedStateMachine):
             return
         fn((ids0, ids1), row)
         for g in range(2):
-            self.rows[g][row] = (new[g] if replace else self.rows[g][row] + new[g])
+            self.rows[g][row] = new[g] if replace else self.rows[g][row] + new[g]
 
     @rule(src=st.integers(0, MAX_REQS - 1), tgt=st.integers(0, MAX_REQS - 1))
     def swap_row(self, src, tgt):
@@ -155,4 +166,3 @@ class MultiGroupMachine(RuleBasedStateMachine):
 
 TestMultiGroupMachine = MultiGroupMachine.TestCase
 TestMultiGroupMachine.settings = settings(max_examples=40, stateful_step_count=20, deadline=None)
-

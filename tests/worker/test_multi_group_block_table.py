@@ -1,4 +1,4 @@
-"""MultiGroupBlockTable: per-group routing, row sizing (incl. the 128-token alignment), atomic edits."""
+"""MultiGroupBlockTable: per-group routing, row sizing (128-token alignment), atomic edits."""
 
 from __future__ import annotations
 
@@ -8,10 +8,16 @@ from kvlab.worker import MultiGroupBlockTable, align_max_num_blocks, default_max
 
 
 def _mg(**kw) -> MultiGroupBlockTable:
-    args = dict(
-        max_num_reqs=3, max_model_len=100, max_num_batched_tokens=16, pin_memory=False,
-        device=None, block_sizes=[4, 8], kernel_block_sizes=[4, 4], max_num_blocks=[4, 2],
-    )
+    args = {
+        "max_num_reqs": 3,
+        "max_model_len": 100,
+        "max_num_batched_tokens": 16,
+        "pin_memory": False,
+        "device": None,
+        "block_sizes": [4, 8],
+        "kernel_block_sizes": [4, 4],
+        "max_num_blocks": [4, 2],
+    }
     args.update(kw)
     return MultiGroupBlockTable(**args)
 
@@ -57,8 +63,11 @@ def test_rows_route_per_group_and_slots_differ_by_block_size():
         (lambda mg: mg.append_row(([1],), 0), ValueError, "block_ids has 1 groups, expected 2"),
         # group 1 overflows: group 0 must not be touched either.
         # (rows hold 32 kernel blocks after the 128-token alignment)
-        (lambda mg: mg.append_row(([1], [7] * 16), 0), ValueError,
-         "row 0 holds 2 kernel blocks; adding 32 exceeds max_num_blocks_per_req=32"),
+        (
+            lambda mg: mg.append_row(([1], [7] * 16), 0),
+            ValueError,
+            "row 0 holds 2 kernel blocks; adding 32 exceeds max_num_blocks_per_req=32",
+        ),
         (lambda mg: mg.add_row(([1], [-1]), 0), ValueError, "block ids must be in"),
         (lambda mg: mg.add_row(([1], [1]), 3), ValueError, "row_idx 3 out of range"),
         (lambda mg: mg.swap_row(0, 3), ValueError, "tgt 3 out of range"),
@@ -69,12 +78,16 @@ def test_bad_multi_group_edits_change_no_group(call, exc, match):
     mg = _mg()
     mg.add_row(([3, 5], [2]), 0)
     mg.compute_slot_mapping([0], [0])
-    before = [(t.block_table.np.tolist(), t.num_blocks_per_row.tolist(), t.slot_mapping.np.tolist())
-              for t in mg.block_tables]
+    before = [
+        (t.block_table.np.tolist(), t.num_blocks_per_row.tolist(), t.slot_mapping.np.tolist())
+        for t in mg.block_tables
+    ]
     with pytest.raises(exc, match=match):
         call(mg)
-    after = [(t.block_table.np.tolist(), t.num_blocks_per_row.tolist(), t.slot_mapping.np.tolist())
-             for t in mg.block_tables]
+    after = [
+        (t.block_table.np.tolist(), t.num_blocks_per_row.tolist(), t.slot_mapping.np.tolist())
+        for t in mg.block_tables
+    ]
     assert after == before
 
 

@@ -63,7 +63,9 @@ class SchedulerConfig:
                 f"long_prefill_token_threshold must be an int >= 0 (0 = off), got {threshold!r}"
             )
         if self.policy != "fcfs":
-            raise ValueError(f"policy must be 'fcfs' (priority scheduling is left out), got {self.policy!r}")
+            raise ValueError(
+                f"policy must be 'fcfs' (priority scheduling is left out), got {self.policy!r}"
+            )
 
     @property
     def max_num_scheduled_tokens(self) -> int:

@@ -8,13 +8,14 @@ one token sampled last step)::
 
     schedule():
       1. running requests, in order, while budget remains:
-           n = min(num_tokens - num_computed_tokens, threshold, budget, max_model_len - 1 - computed)
+           n = min(num_tokens - num_computed_tokens, threshold, budget,
+                   max_model_len - 1 - num_computed_tokens)
            allocate_slots(req, n); on None preempt running[-1] (the newest) and retry,
            or stop when req itself was preempted
       2. only if nobody was preempted: waiting requests, FIFO, while budget and seats remain:
            hit = get_computed_blocks(req)   # capped at num_tokens - 1
            n = min(num_tokens - hit, threshold, budget)   # chunked prefill when cut
-           allocate_slots(req, n, hit, hit_blocks); on None stop admitting
+           allocate_slots(req, n, hit, hit_blocks, full_sequence_must_fit); on None stop
       3. num_computed_tokens += n for everyone scheduled
     update_from_output(): append sampled tokens, check stops, free finished requests
 
@@ -91,9 +92,13 @@ class Scheduler:
         if not isinstance(config, SchedulerConfig):
             raise TypeError(f"config must be a SchedulerConfig, got {type(config).__name__}")
         if recorder is not None and not callable(getattr(recorder, "mark_step", None)):
-            raise TypeError("recorder must have a mark_step(step) method (kvlab.trace's Recorder has)")
+            raise TypeError(
+                "recorder must have a mark_step(step) method (kvlab.trace's Recorder has)"
+            )
         self.scheduler_config = config
-        self.kv_cache_manager = build_manager(kv_cache, config, hash_block_size, enable_kv_cache_events)
+        self.kv_cache_manager = build_manager(
+            kv_cache, config, hash_block_size, enable_kv_cache_events
+        )
         self.kv_cache_config = self.kv_cache_manager.kv_cache_config
         self.recorder = recorder
         if recorder is not None:
@@ -176,8 +181,11 @@ class Scheduler:
             num_new_tokens = request.num_tokens_with_spec - request.num_computed_tokens
             if 0 < cfg.long_prefill_token_threshold < num_new_tokens:
                 num_new_tokens = cfg.long_prefill_token_threshold
-            num_new_tokens = min(num_new_tokens, state.token_budget,
-                                 self.max_model_len - 1 - request.num_computed_tokens)
+            num_new_tokens = min(
+                num_new_tokens,
+                state.token_budget,
+                self.max_model_len - 1 - request.num_computed_tokens,
+            )
             if num_new_tokens <= 0:
                 # Nothing to compute (the request sits at max_model_len - 1): skip it and
                 # let later requests run (vLLM's `continue`, not strictly FCFS).
@@ -193,10 +201,14 @@ class Scheduler:
             state.token_budget -= num_new_tokens
             req_index += 1
 
-    def _allocate_or_preempt(self, request: Request, num_new_tokens: int, state: StepState) -> KVCacheBlocks | None:
+    def _allocate_or_preempt(
+        self, request: Request, num_new_tokens: int, state: StepState
+    ) -> KVCacheBlocks | None:
         """allocate_slots; on failure preempt the newest running request and retry."""
         while True:
-            new_blocks = self.kv_cache_manager.allocate_slots(request, num_new_tokens, num_lookahead_tokens=0)
+            new_blocks = self.kv_cache_manager.allocate_slots(
+                request, num_new_tokens, num_lookahead_tokens=0
+            )
             if new_blocks is not None:
                 return new_blocks
             # NOTE: FCFS: the lowest priority is the newest admission, running[-1]. It sits
@@ -230,7 +242,9 @@ class Scheduler:
                 break
             request = self.waiting[0]
             # NOTE: always 0 here (no KV connector); vLLM looks up only in that case.
-            new_computed_blocks, num_new_local_computed_tokens = manager.get_computed_blocks(request)
+            new_computed_blocks, num_new_local_computed_tokens = manager.get_computed_blocks(
+                request
+            )
             num_computed_tokens = num_new_local_computed_tokens
             # num_tokens, not num_prompt_tokens: a resumed request recomputes its outputs too.
             num_new_tokens = request.num_tokens - num_computed_tokens
@@ -240,7 +254,8 @@ class Scheduler:
                 break
             num_new_tokens = min(num_new_tokens, state.token_budget)
             new_blocks = manager.allocate_slots(
-                request, num_new_tokens,
+                request,
+                num_new_tokens,
                 num_new_computed_tokens=num_new_local_computed_tokens,
                 new_computed_blocks=new_computed_blocks,
                 num_lookahead_tokens=0,
@@ -262,7 +277,7 @@ class Scheduler:
             state.token_budget -= num_new_tokens
             request.status = RequestStatus.RUNNING
             request.num_computed_tokens = num_computed_tokens
-            if getattr(request, "num_cached_tokens", -1) < 0:
+            if request.num_cached_tokens < 0:
                 # Hit of the first admission (vLLM's Request.num_cached_tokens).
                 request.num_cached_tokens = num_computed_tokens
 
@@ -276,7 +291,9 @@ class Scheduler:
                 self.running[0].request_id
             )
         new_reqs_data = [
-            NewRequestData.from_request(req, state.req_to_new_blocks[req.request_id].get_block_ids())
+            NewRequestData.from_request(
+                req, state.req_to_new_blocks[req.request_id].get_block_ids()
+            )
             for req in state.scheduled_new_reqs
         ]
         cached_reqs_data = make_cached_request_data(self, state)
@@ -332,7 +349,9 @@ class Scheduler:
             request = self.requests.get(req_id)
             if request is None or request.is_finished():
                 continue  # aborted between schedule() and now
-            new_token_ids = [] if request.is_prefill_chunk else list(sampled_token_ids.get(req_id, ()))
+            new_token_ids = (
+                [] if request.is_prefill_chunk else list(sampled_token_ids.get(req_id, ()))
+            )
             is_stopped = False
             if new_token_ids:
                 new_token_ids, is_stopped = self._update_request_with_output(request, new_token_ids)
@@ -342,7 +361,9 @@ class Scheduler:
                 self._free_request(request)
                 stopped.append(request)
             if new_token_ids or is_stopped:
-                outputs.append(EngineCoreOutput(req_id, new_token_ids, finish_reason, request.stop_reason))
+                outputs.append(
+                    EngineCoreOutput(req_id, new_token_ids, finish_reason, request.stop_reason)
+                )
         if stopped:
             self.running = remove_all(self.running, stopped)
         return EngineCoreOutputs(
@@ -352,7 +373,9 @@ class Scheduler:
             kv_events=self.kv_cache_manager.take_events(),
         )
 
-    def _update_request_with_output(self, request: Request, new_token_ids: list[int]) -> tuple[list[int], bool]:
+    def _update_request_with_output(
+        self, request: Request, new_token_ids: list[int]
+    ) -> tuple[list[int], bool]:
         """Append tokens one by one, stopping (and trimming) at the first stop. Mirrors vLLM."""
         for num_new, token_id in enumerate(new_token_ids, 1):
             request.append_output_token_ids(token_id)
@@ -389,8 +412,11 @@ class Scheduler:
             request_ids = [request_ids]
         elif request_ids is None:
             request_ids = list(self.requests)
-        valid = [self.requests[i] for i in dict.fromkeys(request_ids)
-                 if i in self.requests and not self.requests[i].is_finished()]
+        valid = [
+            self.requests[i]
+            for i in dict.fromkeys(request_ids)
+            if i in self.requests and not self.requests[i].is_finished()
+        ]
         running = [r for r in valid if r.status == RequestStatus.RUNNING]
         self.running = remove_all(self.running, running)
         for request in valid:
@@ -402,7 +428,7 @@ class Scheduler:
         return [r.request_id for r in valid]
 
     def _free_request(self, request: Request) -> None:
-        """Report the request finished and give its blocks back (tail first). Mirrors _free_request."""
+        """Report the request finished; give its blocks back, tail first. Mirrors _free_request."""
         assert request.is_finished()
         request_id = request.request_id
         self.finished_req_ids.add(request_id)

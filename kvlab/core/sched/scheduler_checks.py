@@ -78,25 +78,32 @@ def check_new_request(scheduler: Scheduler, request: Request) -> None:
             or, with prefix caching, block hashes that do not cover its full blocks.
     """
     if not isinstance(request, Request):
-        raise TypeError(f"add_request needs a kvlab.core.request.Request, got {type(request).__name__}")
+        raise TypeError(
+            f"add_request needs a kvlab.core.request.Request, got {type(request).__name__}"
+        )
     rid = request.request_id
     if rid in scheduler.requests:
         raise ValueError(f"request id {rid!r} is already in the scheduler")
     if request.status != RequestStatus.WAITING or request.num_computed_tokens != 0:
-        raise ValueError(f"request {rid!r} is not fresh (status {request.status}, "
-                         f"num_computed_tokens {request.num_computed_tokens})")
+        raise ValueError(
+            f"request {rid!r} is not fresh (status {request.status}, "
+            f"num_computed_tokens {request.num_computed_tokens})"
+        )
     if request.sampling_params is None:
         raise ValueError(f"request {rid!r} has no sampling_params (pooling requests are left out)")
     if not 0 < request.num_prompt_tokens <= scheduler.max_model_len:
-        raise ValueError(f"request {rid!r} has {request.num_prompt_tokens} prompt tokens; "
-                         f"allowed 1..max_model_len={scheduler.max_model_len}")
+        raise ValueError(
+            f"request {rid!r} has {request.num_prompt_tokens} prompt tokens; "
+            f"allowed 1..max_model_len={scheduler.max_model_len}"
+        )
     manager = scheduler.kv_cache_manager
     if manager.enable_caching:
         expected = request.num_tokens // manager.hash_block_size
         if len(request.block_hashes) != expected:
             raise ValueError(
                 f"request {rid!r} has {len(request.block_hashes)} block hashes, needs {expected}: "
-                f"build it with block_hasher=get_request_block_hasher({manager.hash_block_size}, hash_fn)"
+                "build it with block_hasher="
+                f"get_request_block_hasher({manager.hash_block_size}, hash_fn)"
             )
 
 

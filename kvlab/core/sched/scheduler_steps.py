@@ -85,15 +85,17 @@ def make_step_record(scheduler: Scheduler, state: StepState, output: SchedulerOu
         is_decode = request.num_output_tokens > 0 and before == request.num_tokens - 1
         kind = "new" if req_id in new_ids else "resumed" if req_id in resumed_ids else "running"
         block_ids = state.req_to_new_blocks[req_id].get_block_ids()
-        scheduled.append(ScheduledRequest(
-            request_id=req_id,
-            num_scheduled_tokens=num_tokens,
-            num_computed_tokens=before,
-            num_cached_tokens=state.num_cached_tokens.get(req_id, 0),
-            kind=kind,
-            phase="decode" if is_decode else "prefill",
-            new_block_ids=tuple(list(ids) for ids in block_ids),
-        ))
+        scheduled.append(
+            ScheduledRequest(
+                request_id=req_id,
+                num_scheduled_tokens=num_tokens,
+                num_computed_tokens=before,
+                num_cached_tokens=state.num_cached_tokens.get(req_id, 0),
+                kind=kind,
+                phase="decode" if is_decode else "prefill",
+                new_block_ids=tuple(list(ids) for ids in block_ids),
+            )
+        )
     return StepRecord(
         step=output.step,
         scheduled=scheduled,

@@ -4,7 +4,8 @@ kvlab addition (vLLM has no equivalent; its closest relatives are the per-reques
 events and the SchedulerStats). ``Scheduler.step_log`` holds one StepRecord per
 ``schedule()`` call; the demo report and the notebooks print it::
 
-    >>> rec = StepRecord(step=0, scheduled=[ScheduledRequest("a", 8, 0, 4, "new", "prefill", ([1, 2],))])
+    >>> entry = ScheduledRequest("a", 8, 0, 4, "new", "prefill", ([1, 2],))
+    >>> rec = StepRecord(step=0, scheduled=[entry])
     >>> rec.describe()
     'step 0: a new prefill 8 tok (hit 4)'
 """

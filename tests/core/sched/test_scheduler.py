@@ -38,16 +38,21 @@ class GenParams(SamplingParams):
 
 def kv_config(num_blocks: int) -> KVCacheConfig:
     spec = FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=1, head_size=8, dtype="float32")
-    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
-                         kv_cache_groups=[KVCacheGroupSpec(["model.layers.0"], spec)])
+    return KVCacheConfig(
+        num_blocks=num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[KVCacheGroupSpec(["model.layers.0"], spec)],
+    )
 
 
 def make_request(rid: str, prompt, max_tokens: int = 4, **params) -> Request:
-    return Request(rid, list(prompt), GenParams(max_tokens=max_tokens, **params), None, block_hasher=HASHER)
+    return Request(
+        rid, list(prompt), GenParams(max_tokens=max_tokens, **params), None, block_hasher=HASHER
+    )
 
 
 def make_scheduler(num_blocks: int = 64, recorder=None, **cfg) -> Scheduler:
-    args = dict(max_num_seqs=8, max_num_batched_tokens=64, max_model_len=128)
+    args = {"max_num_seqs": 8, "max_num_batched_tokens": 64, "max_model_len": 128}
     args.update(cfg)
     return Scheduler(kv_config(num_blocks), SchedulerConfig(**args), recorder)
 
@@ -140,19 +145,27 @@ def run_to_completion(sched: Scheduler, worker: FakeWorker, max_steps: int = 500
 def test_token_budget_and_chunked_prefill_exact():
     sched = make_scheduler(num_blocks=32, max_num_batched_tokens=10)
     worker = FakeWorker(BLOCK_SIZE)
-    r0, r1, r2 = (make_request(f"r{i}", range(100 * (i + 1), 100 * (i + 1) + n)) for i, n in enumerate((7, 6, 5)))
+    r0, r1, r2 = (
+        make_request(f"r{i}", range(100 * (i + 1), 100 * (i + 1) + n))
+        for i, n in enumerate((7, 6, 5))
+    )
     for r in (r0, r1, r2):
         sched.add_request(r)
     out0 = step(sched, worker)
     assert out0.num_scheduled_tokens == {"r0": 7, "r1": 3}  # r1 chunked by the budget
     assert [(n.req_id, n.block_ids, n.num_computed_tokens) for n in out0.scheduled_new_reqs] == [
-        ("r0", ([1, 2],), 0), ("r1", ([3],), 0)]
+        ("r0", ([1, 2],), 0),
+        ("r1", ([3],), 0),
+    ]
     assert (r0.num_output_tokens, r1.num_output_tokens) == (1, 0)  # no sample for a partial prefill
     out1 = step(sched, worker)
     assert out1.num_scheduled_tokens == {"r0": 1, "r1": 3, "r2": 5}
     cached = out1.scheduled_cached_reqs
     assert (cached.req_ids, cached.new_block_ids, cached.num_computed_tokens) == (
-        ["r0", "r1"], [None, ([4],)], [7, 3])
+        ["r0", "r1"],
+        [None, ([4],)],
+        [7, 3],
+    )
     assert out1.scheduled_new_reqs[0].block_ids == ([5, 6],)
     out2 = step(sched, worker)
     assert out2.num_scheduled_tokens == {"r0": 1, "r1": 1, "r2": 1}
@@ -176,9 +189,17 @@ def test_long_prefill_threshold_splits_exactly():
         out = step(sched, worker)
         outputs.append(req.num_output_tokens)
         assert out.num_scheduled_tokens["a"] <= 4
-    assert [r.tokens_by_request() for r in sched.step_log] == [{"a": 4}, {"a": 4}, {"a": 2}, {"a": 1}, {"a": 1}]
+    assert [r.tokens_by_request() for r in sched.step_log] == [
+        {"a": 4},
+        {"a": 4},
+        {"a": 2},
+        {"a": 1},
+        {"a": 1},
+    ]
     assert outputs == [0, 0, 1, 2, 3]
-    assert req.status == RequestStatus.FINISHED_LENGTH_CAPPED and not sched.has_unfinished_requests()
+    assert (
+        req.status == RequestStatus.FINISHED_LENGTH_CAPPED and not sched.has_unfinished_requests()
+    )
 
 
 def test_chunked_prefill_disabled_waits_for_whole_prompt():
@@ -216,7 +237,12 @@ def test_shared_system_prompt_hits_full_blocks():
     assert (new.req_id, new.num_computed_tokens, out.num_scheduled_tokens["r1"]) == ("r1", 8, 4)
     assert new.block_ids == ([1, 2, 5],)  # r0 holds [1, 2, 3, 4]: blocks 1, 2 are shared
     assert r1.num_cached_tokens == 8 and r0.num_cached_tokens == 0
-    assert [sched.kv_cache_manager.block_pool.blocks[b].ref_cnt for b in (1, 2, 3, 5)] == [2, 2, 1, 1]
+    assert [sched.kv_cache_manager.block_pool.blocks[b].ref_cnt for b in (1, 2, 3, 5)] == [
+        2,
+        2,
+        1,
+        1,
+    ]
     assert sched.step_log[-1].scheduled[-1].num_cached_tokens == 8
     stats = sched.update_from_output(out, worker.execute(out)).scheduler_stats.prefix_cache_stats
     assert (stats.requests, stats.queries, stats.hits) == (1, 12, 8)
@@ -253,7 +279,11 @@ def test_finished_requests_free_blocks_in_order():
         sched.add_request(r)
     res = sched.update_from_output(out := sched.schedule(), worker.execute(out))
     assert res.finished_requests == {"a", "b"}
-    assert [(o.request_id, o.finish_reason) for o in res.outputs] == [("a", "length"), ("b", "length"), ("c", None)]
+    assert [(o.request_id, o.finish_reason) for o in res.outputs] == [
+        ("a", "length"),
+        ("b", "length"),
+        ("c", None),
+    ]
     # a = [1, 2], b = [3, 4], c = [5, 6, 7]; each request frees its tail first, in step order.
     assert free_ids(sched) == [8, 9, 10, 11, 2, 1, 4, 3]
     assert sched.step_log[0].finished_req_ids == ["a", "b"]
@@ -274,7 +304,11 @@ def test_preemption_takes_newest_running_request():
     # r2's blocks went back tail first ([6, 5]); r0 then r1 took them for position 8.
     assert out.scheduled_cached_reqs.new_block_ids == [([6],), ([5],)]
     assert out.num_scheduled_tokens == {"r0": 1, "r1": 1}
-    assert (reqs[2].status, reqs[2].num_computed_tokens, reqs[2].num_preemptions) == (RequestStatus.PREEMPTED, 0, 1)
+    assert (reqs[2].status, reqs[2].num_computed_tokens, reqs[2].num_preemptions) == (
+        RequestStatus.PREEMPTED,
+        0,
+        1,
+    )
     assert sched.waiting[0] is reqs[2]
     out = step(sched, worker)  # r0, r1 finished last step: r2 resumes
     cached = out.scheduled_cached_reqs
@@ -294,18 +328,29 @@ def test_self_preemption_and_recompute_with_prefix_hit():
     run_to_completion(sched, worker)
     log = sched.step_log
     assert [r.tokens_by_request() for r in log] == (
-        [{"r0": 8, "r1": 11}, {"r0": 1, "r1": 1}] + [{"r0": 1}] * 6 + [{"r1": 5}, {"r1": 1}])
+        [{"r0": 8, "r1": 11}, {"r0": 1, "r1": 1}] + [{"r0": 1}] * 6 + [{"r1": 5}, {"r1": 1}]
+    )
     assert [r.preempted_req_ids for r in log][:3] == [[], [], ["r1"]]  # r1 preempted itself
     resumed = log[8].scheduled[0]
     # r0 reused block 5; r1's first two blocks survived in the free queue: an 8-token hit.
-    assert (resumed.kind, resumed.num_cached_tokens, resumed.new_block_ids) == ("resumed", 8, ([3, 4, 5, 6],))
+    assert (resumed.kind, resumed.num_cached_tokens, resumed.new_block_ids) == (
+        "resumed",
+        8,
+        ([3, 4, 5, 6],),
+    )
     assert (r1.num_preemptions, r1.num_cached_tokens, r0.num_preemptions) == (1, 0, 0)
     big = make_scheduler(num_blocks=64)
-    b0, b1 = make_request("r0", range(100, 108), max_tokens=8), make_request("r1", range(200, 211), max_tokens=4)
+    b0, b1 = (
+        make_request("r0", range(100, 108), max_tokens=8),
+        make_request("r1", range(200, 211), max_tokens=4),
+    )
     big.add_request(b0)
     big.add_request(b1)
     run_to_completion(big, FakeWorker(BLOCK_SIZE))
-    assert (list(r0.output_token_ids), list(r1.output_token_ids)) == (list(b0.output_token_ids), list(b1.output_token_ids))
+    assert (list(r0.output_token_ids), list(r1.output_token_ids)) == (
+        list(b0.output_token_ids),
+        list(b1.output_token_ids),
+    )
 
 
 def _random_workload(seed: int) -> list[tuple[str, list[int], int]]:
@@ -313,7 +358,9 @@ def _random_workload(seed: int) -> list[tuple[str, list[int], int]]:
     system = [rng.randrange(1000, 2000) for _ in range(rng.randrange(4, 13))]
     work = []
     for i in range(6):
-        prompt = (system if rng.random() < 0.6 else []) + [rng.randrange(3000, 4000) for _ in range(rng.randrange(1, 12))]
+        prompt = (system if rng.random() < 0.6 else []) + [
+            rng.randrange(3000, 4000) for _ in range(rng.randrange(1, 12))
+        ]
         work.append((f"q{i}", prompt, rng.randrange(1, 9)))
     return work
 
@@ -344,7 +391,7 @@ def _run_workload(work, num_blocks, check_invariants=False, **cfg):
 @pytest.mark.parametrize("seed", range(4))
 def test_tiny_pool_outputs_equal_big_pool(seed):
     work = _random_workload(seed)
-    cfg = dict(max_num_batched_tokens=16, max_num_seqs=4)
+    cfg = {"max_num_batched_tokens": 16, "max_num_seqs": 4}
     tiny = _run_workload(work, num_blocks=9, check_invariants=True, **cfg)
     big = _run_workload(work, num_blocks=200, **cfg)
     assert sum(r.num_preemptions for r in tiny) > 0  # the tiny pool really preempts
@@ -383,7 +430,10 @@ def test_stop_conditions_against_reference():
     assert (list(stop.output_token_ids), stop.stop_reason) == ([t0], t0)
     assert list(late.output_token_ids) == _truncate_at(tokens, {t0}, min_tokens=2)
     assert len(late.output_token_ids) >= 2
-    assert (list(short.output_token_ids), short.status) == (tokens[:3], RequestStatus.FINISHED_LENGTH_CAPPED)
+    assert (list(short.output_token_ids), short.status) == (
+        tokens[:3],
+        RequestStatus.FINISHED_LENGTH_CAPPED,
+    )
 
 
 def test_multi_token_output_is_trimmed_at_stop():
@@ -396,7 +446,10 @@ def test_multi_token_output_is_trimmed_at_stop():
     assert list(req.output_token_ids) == [4, 9] and res.finished_requests == {"x"}
     capped = make_request("y", [1] * 7, max_tokens=10)
     capped.append_output_token_ids(3)
-    assert check_stop(capped, max_model_len=8) and capped.status == RequestStatus.FINISHED_LENGTH_CAPPED
+    assert (
+        check_stop(capped, max_model_len=8)
+        and capped.status == RequestStatus.FINISHED_LENGTH_CAPPED
+    )
     assert free_ids(sched)[-1] == 1  # x's only block went back
 
 
@@ -472,10 +525,14 @@ def test_recorder_marks_steps_before_manager_calls():
     sched.add_request(make_request("a", range(6), max_tokens=2))
     run_to_completion(sched, worker)
     assert rec.calls == [
-        ("mark_step", 0), ("begin_call", "new_step_starts", None),
-        ("begin_call", "get_computed_blocks", "a"), ("begin_call", "allocate_slots", "a"),
-        ("mark_step", 1), ("begin_call", "new_step_starts", None),
-        ("begin_call", "allocate_slots", "a"), ("begin_call", "free", "a"),
+        ("mark_step", 0),
+        ("begin_call", "new_step_starts", None),
+        ("begin_call", "get_computed_blocks", "a"),
+        ("begin_call", "allocate_slots", "a"),
+        ("mark_step", 1),
+        ("begin_call", "new_step_starts", None),
+        ("begin_call", "allocate_slots", "a"),
+        ("begin_call", "free", "a"),
     ]
     assert sched.step_log[0].describe() == "step 0: a new prefill 6 tok"
     assert sched.step_log[1].describe() == "step 1: a decode 1 tok | finished a"

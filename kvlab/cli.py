@@ -1,0 +1,166 @@
+"""The ``kvlab`` command: classroom demos with rich terminal views.
+
+    kvlab demo                     SmolLM2 on real prompts through kvlab's cache and kernels
+    kvlab generate "PROMPT"        one prompt, with its block table and hash chain
+    kvlab trace show FILE          read a saved trace in the terminal (any event, any view)
+    kvlab trace info FILE          what a trace holds
+
+Everything here goes through kvlab's public APIs (kvlab.demo, kvlab.model, kvlab.trace, kvlab.viz).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+__all__ = ["main"]
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _set_threads(threads: int | None) -> None:
+    import torch
+
+    # NOTE: 1 thread avoids the 1-3 s OpenMP stalls seen on 2-core machines (shared/ENV.md).
+    torch.set_num_threads(threads or 1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kvlab")
+def main() -> None:
+    """kvlab: see vLLM V1's KV-cache manager at work."""
+
+
+# ---------------------------------------------------------------------------------------- demo
+@main.command()
+@click.option("--blocks", "num_gpu_blocks", default=40, show_default=True,
+              help="Blocks in the pool (null block included).")
+@click.option("--block-size", default=16, show_default=True, help="Tokens per block.")
+@click.option("--max-tokens", default=32, show_default=True, help="Tokens generated per chat request.")
+@click.option("--backend", type=click.Choice(["auto", "triton", "torch"]), default="auto",
+              show_default=True, help="Attention backend (auto: Triton on CUDA, torch on CPU).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("kvlab-demo"), show_default=True, help="Where the trace and report go.")
+@click.option("--quick", is_flag=True, help="Fewer, shorter requests (a smoke run).")
+@click.option("--threads", type=int, default=None, help="torch CPU threads (default 1).")
+def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, out_dir: Path,
+         quick: bool, threads: int | None) -> None:
+    """Run SmolLM2-135M on a classroom workload through kvlab's KV cache, then report.
+
+    Shared system prompts hit each other's blocks, a multi-turn chat hits its earlier turns,
+    and a burst of long prompts in a small pool forces eviction and preemption. Writes
+    OUT/demo.kvtrace and OUT/demo.html (a self-contained player).
+    """
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kvlab.demo import DemoConfig, run_demo
+
+    _set_threads(threads)
+    console = _console()
+    cfg = DemoConfig(num_gpu_blocks=num_gpu_blocks, block_size=block_size, max_tokens=max_tokens,
+                     attention_backend=backend, quick=quick)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
+                  TimeElapsedColumn(), console=console, transient=False) as bar:
+        task = bar.add_task("loading SmolLM2-135M", total=None, info="")
+
+        def progress(act: str, done: int, total: int) -> None:
+            bar.update(task, description=act, completed=done, total=total,
+                       info=f"{done}/{total} requests")
+
+        result = run_demo(cfg, progress=progress)
+        bar.update(task, description="done", info=f"{len(result.requests)} requests")
+    from kvlab.report import print_demo_report, write_demo_files
+
+    paths = write_demo_files(result, out_dir)
+    print_demo_report(console, result, paths)
+
+
+# ------------------------------------------------------------------------------------ generate
+@main.command()
+@click.argument("prompt")
+@click.option("--max-tokens", default=24, show_default=True)
+@click.option("--chat/--no-chat", default=True, show_default=True, help="Use the chat template.")
+@click.option("--block-size", default=16, show_default=True)
+@click.option("--blocks", "num_gpu_blocks", default=64, show_default=True)
+@click.option("--backend", type=click.Choice(["auto", "triton", "torch"]), default="auto",
+              show_default=True)
+@click.option("--model", "model_path", type=click.Path(exists=True, path_type=Path), default=None,
+              help="A GGUF file or Hugging Face folder (default: the shipped SmolLM2).")
+@click.option("--save", "save_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Save the trace here.")
+@click.option("--threads", type=int, default=None)
+def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_blocks: int,
+             backend: str, model_path: Path | None, save_path: Path | None,
+             threads: int | None) -> None:
+    """Generate for one PROMPT and show the blocks it used."""
+    from kvlab.model.engine import LLM, SamplingParams
+    from kvlab.report import print_generation
+
+    _set_threads(threads)
+    console = _console()
+    with console.status("loading the model ..."):
+        llm = LLM(model_path, num_gpu_blocks=num_gpu_blocks, block_size=block_size,
+                  attention_backend=backend, progress=False)
+    text = llm.chat_prompt([{"role": "user", "content": prompt}]) if chat else prompt
+    with console.status("generating ..."):
+        (out,) = llm.generate([text], SamplingParams(max_tokens=max_tokens))
+    print_generation(console, llm, out)
+    if save_path is not None:
+        llm.trace.save(save_path)
+        console.print(f"trace saved to [bold]{save_path}[/]")
+
+
+# --------------------------------------------------------------------------------------- trace
+@main.group()
+def trace() -> None:
+    """Read saved traces."""
+
+
+@trace.command("show")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--event", "index", type=int, default=-1, show_default=True,
+              help="Event index to show (negative counts from the end).")
+@click.option("--view", type=click.Choice(["all", "pool", "queue", "table", "hashes", "events",
+                                            "calls"]), default="all", show_default=True)
+@click.option("--request", "requests", multiple=True, help="Restrict the hash view to these ids.")
+def trace_show(path: Path, index: int, view: str, requests: tuple[str, ...]) -> None:
+    """Show the state of a saved trace at one event."""
+    from kvlab.report import print_trace_view
+    from kvlab.trace import TraceFormatError, load_trace
+
+    console = _console()
+    try:
+        tr = load_trace(path)
+    except TraceFormatError as exc:
+        raise click.ClickException(str(exc)) from exc
+    n = len(tr)
+    if n == 0:
+        raise click.ClickException(f"{path} holds no events")
+    if not -n <= index < n:
+        raise click.BadParameter(f"the trace has {n} events: use 0..{n - 1} or -{n}..-1",
+                                 param_hint="--event")
+    print_trace_view(console, tr, index % n, view, list(requests) or None)
+
+
+@trace.command("info")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def trace_info(path: Path) -> None:
+    """Summarise a saved trace: config, events by kind, calls, requests."""
+    from kvlab.report import print_trace_info
+    from kvlab.trace import TraceFormatError, load_trace
+
+    try:
+        tr = load_trace(path)
+    except TraceFormatError as exc:
+        raise click.ClickException(str(exc)) from exc
+    print_trace_info(_console(), tr, path)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""Rich reports for the ``kvlab`` command: the demo report, one generation, a saved trace.
+
+Drawn from traces with kvlab.viz's terminal renderers; nothing here changes any state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["print_demo_report", "print_generation", "print_trace_info", "print_trace_view",
+           "write_demo_files"]
+
+
+def _ellipsis(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def write_demo_files(result: Any, out_dir: Path) -> dict[str, Path]:
+    """Write the demo's trace (``demo.kvtrace``), HTML player (``demo.html``) and summary JSON.
+
+    Returns:
+        ``{"trace": path, "html": path, "summary": path}``.
+    """
+    from kvlab.demo import trace_counts
+    from kvlab.viz import export_html
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trace = result.trace
+    paths = {"trace": out_dir / "demo.kvtrace", "html": out_dir / "demo.html",
+             "summary": out_dir / "summary.json"}
+    trace.save(paths["trace"])
+    export_html(trace, paths["html"], title="kvlab demo: SmolLM2-135M on a small block pool")
+    summary = {
+        "config": {k: getattr(result.config, k) for k in result.config.__dataclass_fields__},
+        "seconds": round(result.seconds, 2),
+        "counts": trace_counts(trace),
+        "requests": [{**r.__dict__, "hit_rate": round(r.hit_rate, 3)} for r in result.requests],
+    }
+    paths["summary"].write_text(json.dumps(summary, indent=2))
+    return paths
+
+
+def _requests_table(result: Any) -> Table:
+    table = Table(title="Requests (prefix-cache hit measured at first admission)", title_justify="left",
+                  header_style="bold", expand=True)
+    for col, kw in [("request", {}), ("act", {}), ("prompt", {"justify": "right"}),
+                    ("hit", {"justify": "right"}), ("hit %", {"justify": "right"}),
+                    ("out", {"justify": "right"}), ("preempted", {"justify": "right"}),
+                    ("text", {"ratio": 1, "no_wrap": True})]:
+        table.add_column(col, **kw)
+    for r in result.requests:
+        pct = f"{100 * r.hit_rate:.0f}%"
+        style = "green" if r.hit_rate > 0.5 else ("yellow" if r.hit_rate > 0 else "")
+        table.add_row(r.request_id, r.act, str(r.prompt_tokens), str(r.cached_tokens),
+                      Text(pct, style=style), str(r.output_tokens),
+                      Text(str(r.preemptions), style="bold red" if r.preemptions else ""),
+                      _ellipsis(r.text, 60))
+    return table
+
+
+def _counts_panel(result: Any) -> Panel:
+    from kvlab.demo import trace_counts
+
+    c = trace_counts(result.trace)
+    stats = result.llm.kv_cache_manager.make_prefix_cache_stats()
+    prompt = sum(r.prompt_tokens for r in result.requests)
+    hit = sum(r.cached_tokens for r in result.requests)
+    preempted = sum(r.preemptions for r in result.requests)
+    lines = [
+        f"pool: {result.config.num_gpu_blocks} blocks × {result.config.block_size} tokens "
+        f"(block 0 is the null block) · backend: {result.llm.model.attention_backend}",
+        f"steps: {c['steps']} · events recorded: {c['events']:,} · wall time: {result.seconds:.1f} s "
+        f"(model load {result.load_seconds:.1f} s)",
+        f"prompt tokens served from the prefix cache: {hit}/{prompt} ({100 * hit / max(prompt, 1):.0f}%)",
+        f"blocks allocated (get_new_blocks): {c['blocks_allocated']} · hit and touched: "
+        f"{c['blocks_touched']} · cached (BlockStored): {c['blocks_stored']} · "
+        f"evicted (BlockRemoved): {c['blocks_evicted']}",
+        f"lookups: {c['lookups']} ({c['lookup_hits']} hits) · preemptions: {preempted}",
+    ]
+    if stats is not None:
+        lines.append(f"PrefixCacheStats since the last read: {stats.requests} requests, "
+                     f"{stats.queries} tokens queried, {stats.hits} hit")
+    return Panel("\n".join(lines), title="What the KV-cache manager did", title_align="left")
+
+
+def print_demo_report(console: Console, result: Any, paths: dict[str, Path]) -> None:
+    """Print the demo report: requests, cache counts, the final free queue and the shared chain."""
+    from kvlab.viz import render_free_queue, render_hash_chain, render_pool_grid
+
+    trace = result.trace
+    last = len(trace) - 1
+    console.rule("[bold]kvlab demo[/] · SmolLM2-135M-Instruct on kvlab's paged KV cache")
+    console.print(_requests_table(result))
+    console.print(_counts_panel(result))
+    console.print(Panel(render_pool_grid(trace, last), title="BlockPool at the end", title_align="left"))
+    console.print(Panel(render_free_queue(trace, last), title="LRU free queue at the end",
+                        title_align="left"))
+    shared = [r.request_id for r in result.requests if r.act == "shared system prompt"]
+    console.print(Panel(render_hash_chain(trace, last, shared), title_align="left",
+                        title="Hash chains of the shared-system-prompt requests (merged prefix drawn once)"))
+    console.print(Text.assemble(("trace: ", "bold"), str(paths["trace"]), "   ",
+                                ("player: ", "bold"), str(paths["html"]), "   ",
+                                ("summary: ", "bold"), str(paths["summary"])))
+    console.print(f"next: [bold]kvlab trace show {paths['trace']} --event 200[/]  ·  open "
+                  f"{paths['html']} in a browser to step through every event")
+
+
+def print_generation(console: Console, llm: Any, out: Any) -> None:
+    """One generation: the text, its blocks per group, and its hash chain."""
+    from kvlab.viz import render_hash_chain, render_pool_grid
+
+    trace = llm.trace
+    last = len(trace) - 1
+    console.print(Panel(out.text.strip() or "(empty)", title=f"{out.request_id} · "
+                        f"{len(out.output_token_ids)} tokens · {out.finish_reason}", title_align="left"))
+    alloc = trace.calls("allocate_slots", request=out.request_id)
+    blocks: list[int] = []
+    for call in alloc:
+        blocks += [e for e in _added_blocks(trace, call)]
+    bs = llm.block_size
+    n = len(out.prompt_token_ids) + len(out.output_token_ids)
+    console.print(f"block table of {out.request_id} ({n} tokens, block_size {bs}): "
+                  f"{blocks}  (logical block i holds tokens [i·{bs}, (i+1)·{bs}))")
+    console.print(render_pool_grid(trace, last))
+    console.print(render_hash_chain(trace, last, [out.request_id]))
+
+
+def _added_blocks(trace: Any, call: Any) -> list[int]:
+    from kvlab.trace import EventKind
+
+    ids = trace.filter(EventKind.REQ_BLOCKS_ADDED, start=call.begin, stop=call.end + 1)
+    return [b for i in ids for b in trace.payload(int(i))]
+
+
+def print_trace_view(console: Console, trace: Any, index: int, view: str,
+                     requests: list[str] | None) -> None:
+    """One view (or all) of a trace at event ``index``."""
+    from kvlab import viz
+
+    views = {
+        "pool": lambda: viz.render_pool_grid(trace, index),
+        "queue": lambda: viz.render_free_queue(trace, index),
+        "table": lambda: viz.render_block_table(trace, index),
+        "hashes": lambda: viz.render_hash_chain(trace, index, requests),
+        "events": lambda: viz.render_events(trace, index),
+        "calls": lambda: viz.render_allocate_slots(trace, index),
+        "all": lambda: viz.render_state(trace, index, requests),
+    }
+    console.print(views[view]())
+
+
+def print_trace_info(console: Console, trace: Any, path: Path) -> None:
+    """Config, events by kind, calls by name, requests."""
+    from kvlab.trace import EventKind
+
+    kinds = Counter(EventKind(int(k)).name for k in trace.cols.kind)
+    table = Table(title=f"{path} · {len(trace):,} events · {trace.bytes_per_event():.1f} bytes/event",
+                  title_justify="left")
+    table.add_column("event kind")
+    table.add_column("count", justify="right")
+    for name, count in kinds.most_common():
+        table.add_row(name, f"{count:,}")
+    calls = Counter(c.name for c in trace.calls())
+    config = ", ".join(f"{k}={v}" for k, v in trace.config.items() if not isinstance(v, (list, dict)))
+    console.print(Group(Text(config, style="dim"), table,
+                        Text("calls: " + ", ".join(f"{k} ×{v}" for k, v in calls.most_common()))))

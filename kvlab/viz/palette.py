@@ -1,0 +1,83 @@
+"""One colour scheme for every kvlab view (terminal, DOT, widget), chosen to survive a projector.
+
+Saturated, well-separated hues with different lightness (blue / purple / amber / grey / teal),
+text colour picked for contrast on each, and a glyph per status so no meaning rests on colour
+alone (``∅`` null, superscript ref_cnt for blocks in use, ``•`` evictable, ``↔`` in transit).
+The widget's CSS (``kvlab/viz/static/player.css``) uses the same hex values.
+"""
+
+from __future__ import annotations
+
+from kvlab.viz.snapshot import BlockStatus
+
+__all__ = [
+    "GROUP_COLOURS",
+    "HIT",
+    "MISS",
+    "SEGMENT_COLOURS",
+    "SHARED",
+    "STATUS_COLOURS",
+    "STATUS_GLYPHS",
+    "STATUS_LABELS",
+    "status_style",
+    "superscript",
+]
+
+STATUS_COLOURS: dict[BlockStatus, tuple[str, str]] = {
+    BlockStatus.NULL: ("#3a3a3a", "#ffffff"),
+    BlockStatus.IN_USE: ("#1d4ed8", "#ffffff"),
+    BlockStatus.IN_TRANSIT: ("#0f766e", "#ffffff"),
+    BlockStatus.EVICTABLE: ("#f59e0b", "#000000"),
+    BlockStatus.FREE: ("#d4d4d4", "#000000"),
+}
+"""status -> (background, foreground) hex."""
+
+SHARED = ("#7e22ce", "#ffffff")
+"""(background, foreground) of a block in use by more than one holder (ref_cnt >= 2)."""
+
+HIT = "#15803d"
+"""A hash that is cached (a lookup would hit)."""
+MISS = "#dc2626"
+"""A hash that is not cached (a lookup would miss)."""
+
+STATUS_GLYPHS: dict[BlockStatus, str] = {
+    BlockStatus.NULL: "∅",
+    BlockStatus.IN_USE: "",
+    BlockStatus.IN_TRANSIT: "↔",
+    BlockStatus.EVICTABLE: "•",
+    BlockStatus.FREE: "",
+}
+"""Mark after the block id (in-use blocks show their ref_cnt as a superscript instead)."""
+
+STATUS_LABELS: dict[BlockStatus, str] = {
+    BlockStatus.NULL: "null_block",
+    BlockStatus.IN_USE: "in use (superscript = ref_cnt)",
+    BlockStatus.IN_TRANSIT: "in transit (mid-operation)",
+    BlockStatus.EVICTABLE: "free, cached: evictable",
+    BlockStatus.FREE: "free, empty",
+}
+
+SEGMENT_COLOURS: dict[str, str] = {
+    "comp": "#475569",
+    "new_comp": HIT,
+    "ext_comp": "#0e7490",
+    "new": "#1d4ed8",
+    "lookahead": "#a855f7",
+}
+"""allocate_slots segment -> colour (text on them is white)."""
+
+GROUP_COLOURS = ("#1d4ed8", "#ea580c", "#059669", "#db2777", "#7c3aed", "#65a30d")
+"""Colour of kv_cache_group_id i is ``GROUP_COLOURS[i % len(GROUP_COLOURS)]``."""
+
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def superscript(n: int) -> str:
+    """``n`` in superscript digits (``12`` -> ``¹²``); ``⁺`` for n > 99."""
+    return "⁺" if n > 99 else str(n).translate(_SUPERSCRIPT)
+
+
+def status_style(status: BlockStatus, ref_cnt: int = 0) -> str:
+    """A rich style string for a block cell (shared blocks get their own colour)."""
+    bg, fg = SHARED if status is BlockStatus.IN_USE and ref_cnt >= 2 else STATUS_COLOURS[status]
+    return f"bold {fg} on {bg}"

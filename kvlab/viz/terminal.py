@@ -1,0 +1,245 @@
+"""Rich renderers of the block pool at one event: the BlockPool grid, the free queue, the block
+table. Each takes a Trace and an event index and returns a rich renderable; print it with
+``rich.print`` or turn it into plain text with ``to_text`` (what tests and the CLI compare).
+
+Example:
+    >>> import rich
+    >>> rich.print(render_pool_grid(trace, 40))       # doctest: +SKIP
+    >>> print(to_text(render_free_queue(trace, 40)))   # doctest: +SKIP
+    free_block_queue · 6 blocks · popleft takes from the left (least recently freed first)
+    evicts first ◀ HEAD ⇄ 3 ⇄ 9 ⇄ 8 ⇄ 7 ⇄ 6 ⇄ 5 ⇄ TAIL ◀ free_blocks appends here
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+from kvlab.viz.palette import STATUS_GLYPHS, STATUS_LABELS, status_style, superscript
+from kvlab.viz.snapshot import (
+    BlockCell,
+    BlockStatus,
+    block_cells,
+    block_statuses,
+    block_table_rows,
+    free_queue_window,
+    group_label,
+    state_at,
+)
+
+__all__ = [
+    "NBSP",
+    "render_block_table",
+    "render_free_queue",
+    "render_legend",
+    "render_pool_grid",
+    "to_text",
+]
+
+NBSP = "\u00a0"
+"""Non-breaking space: pads cells so a wrapped line never splits one."""
+
+
+def to_text(renderable: RenderableType, width: int = 100) -> str:
+    """Render to plain text (no colours) at ``width`` columns."""
+    console = Console(record=True, width=width, color_system=None, file=_Null())
+    console.print(renderable)
+    return console.export_text()
+
+
+class _Null:
+    def write(self, _: str) -> int:
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+
+def _cell_text(cell: BlockCell, width: int) -> Text:
+    mark = superscript(cell.ref_cnt) if cell.status is BlockStatus.IN_USE else STATUS_GLYPHS[cell.status]
+    label = f"{cell.block_id:>{width}}{mark:<2}".replace(" ", NBSP)
+    return Text(f"{NBSP}{label}", style=status_style(cell.status, cell.ref_cnt))
+
+
+class _CellGrid:
+    """Cells laid out left to right, wrapped to the console width."""
+
+    def __init__(self, cells: list[Text]) -> None:
+        self.cells = cells
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not self.cells:
+            yield Text("(none)", style="dim")
+            return
+        step = self.cells[0].cell_len + 1
+        per_row = max(1, (options.max_width + 1) // step)
+        for start in range(0, len(self.cells), per_row):
+            yield Text(" ").join(self.cells[start : start + per_row])
+
+
+def render_legend(statuses: Iterable[BlockStatus] | None = None) -> Text:
+    """One line: a swatch and a label per block status (all statuses by default)."""
+    samples = {
+        BlockStatus.NULL: "0∅",
+        BlockStatus.IN_USE: "7¹",
+        BlockStatus.IN_TRANSIT: "7↔",
+        BlockStatus.EVICTABLE: "7•",
+        BlockStatus.FREE: "7",
+    }
+    items = []
+    for status in statuses or list(BlockStatus):
+        items.append((samples[status], STATUS_LABELS[status], status_style(status)))
+        if status is BlockStatus.IN_USE:
+            items.append(("7²", "shared (ref_cnt ≥ 2)", status_style(status, 2)))
+    parts = []
+    for sample, label, style in items:
+        # NOTE: non-breaking spaces keep each swatch and its label on one line when wrapped.
+        parts.append(Text(f"{NBSP}{sample}{NBSP}", style=style))
+        parts.append(Text(NBSP + label.replace(" ", NBSP) + "   "))
+    return Text.assemble(*parts)
+
+
+def _counts_line(cells: list[BlockCell]) -> Text:
+    counts = {s: 0 for s in BlockStatus}
+    for c in cells:
+        counts[c.status] += 1
+    items = [f"{counts[s]} {s.value}" for s in BlockStatus if counts[s]]
+    return Text(f"{len(cells)} blocks: " + ", ".join(items), style="bold")
+
+
+def render_pool_grid(
+    trace: Any,
+    index: int,
+    by_group: bool | None = None,
+    max_blocks: int = 1024,
+    legend: bool = True,
+) -> RenderableType:
+    """The BlockPool at event ``index``: one coloured cell per block, in block_id order.
+
+    Args:
+        trace: A kvlab.trace.Trace.
+        index: Event index (-1 = the initial state).
+        by_group: One section per KV-cache group (the blocks that group holds or has cached),
+            then the unowned free blocks; None = when the trace has more than one group.
+        max_blocks: Cells drawn at most (blocks); larger pools show their first blocks and
+            the counts of all.
+        legend: Add the colour legend.
+
+    Raises:
+        IndexError: If ``index`` is not in [-1, len(trace)).
+        ValueError: If max_blocks < 1.
+    """
+    if max_blocks < 1:
+        raise ValueError(f"max_blocks must be >= 1 (blocks), got {max_blocks}")
+    cells = block_cells(trace, index)
+    width = len(str(len(cells) - 1))
+    num_groups = int(trace.config.get("num_groups") or 1)
+    by_group = num_groups > 1 if by_group is None else by_group
+    parts: list[RenderableType] = [_counts_line(cells)]
+    shown = cells[:max_blocks]
+    if by_group:
+        owners = [c.kv_cache_group_id for c in shown]
+        for g in range(num_groups):
+            parts.append(Text(group_label(trace.config, g), style="bold underline"))
+            parts.append(_CellGrid([_cell_text(c, width) for c, o in zip(shown, owners) if o == g]))
+        parts.append(Text("null block and unowned free blocks", style="bold underline"))
+        rest = [c for c, o in zip(shown, owners) if o is None]
+        parts.append(_CellGrid([_cell_text(c, width) for c in rest]))
+    else:
+        parts.append(_CellGrid([_cell_text(c, width) for c in shown]))
+    if len(cells) > max_blocks:
+        parts.append(Text(f"… blocks {max_blocks}..{len(cells) - 1} not drawn", style="dim"))
+    if legend:
+        parts.append(render_legend())
+    return Group(*parts)
+
+
+def _queue_chip(block_id: int, status: BlockStatus) -> Text:
+    mark = STATUS_GLYPHS[status]
+    return Text(f"{NBSP}{block_id}{mark}{NBSP}", style=status_style(status))
+
+
+def render_free_queue(trace: Any, index: int, max_blocks: int = 32) -> RenderableType:
+    """The free_block_queue at event ``index``, fake head to fake tail (LRU order).
+
+    ``popleft`` takes from the head (left): the least recently freed block, evicted first when
+    it is cached. ``free_blocks`` appends at the tail. Long queues keep their head end and a
+    few tail blocks, with the number hidden in between.
+
+    Args:
+        trace: A kvlab.trace.Trace.
+        index: Event index (-1 = the initial state).
+        max_blocks: Blocks shown at most (blocks), >= 2.
+
+    Raises:
+        IndexError: If ``index`` is not in [-1, len(trace)).
+        ValueError: If max_blocks < 2.
+    """
+    state = state_at(trace, index)
+    statuses = block_statuses(state)
+    window = free_queue_window(state.free_queue_order(), max_blocks)
+    title = Text(
+        f"free_block_queue · {window.length} blocks · popleft takes from the left "
+        "(least recently freed first)",
+        style="bold",
+    )
+    row = Text.assemble(Text("evicts first ◀ ", style="bold #dc2626"), Text("HEAD", style="bold"))
+    for b in window.head:
+        row.append(" ⇄ ")
+        row.append_text(_queue_chip(b, statuses[b]))
+    if window.num_hidden:
+        row.append(f" ⇄ …{NBSP}{window.num_hidden}{NBSP}more{NBSP}…", style="italic")
+    for b in window.tail:
+        row.append(" ⇄ ")
+        row.append_text(_queue_chip(b, statuses[b]))
+    row.append(" ⇄ ")
+    row.append("TAIL", style="bold")
+    row.append(" ◀ free_blocks appends here", style="dim")
+    return Group(title, row)
+
+
+def render_block_table(trace: Any, index: int, max_columns: int = 16) -> RenderableType:
+    """req_to_blocks at event ``index``: one row per (request, group), logical block -> block_id.
+
+    Args:
+        trace: A kvlab.trace.Trace.
+        index: Event index (-1 = the initial state).
+        max_columns: Logical blocks shown per row (blocks); the rest is counted.
+
+    Raises:
+        IndexError: If ``index`` is not in [-1, len(trace)).
+        ValueError: If max_columns < 1.
+    """
+    if max_columns < 1:
+        raise ValueError(f"max_columns must be >= 1 (blocks), got {max_columns}")
+    state = state_at(trace, index)
+    rows = block_table_rows(state)
+    if not rows:
+        return Text("block table: no request holds blocks", style="dim")
+    statuses = block_statuses(state)
+    widest = max(len(r.block_ids) for r in rows)
+    table = Table(title="block table (req_to_blocks)", title_style="bold", show_lines=False)
+    table.add_column("request", style="bold")
+    if int(trace.config.get("num_groups") or 1) > 1:
+        table.add_column("group")
+    for j in range(min(widest, max_columns)):
+        table.add_column(str(j), justify="right")
+    if widest > max_columns:
+        table.add_column("…")
+    for r in rows:
+        cells: list[Any] = [Text(r.request_id)]
+        if int(trace.config.get("num_groups") or 1) > 1:
+            cells.append(str(r.kv_cache_group_id))
+        for b in r.block_ids[:max_columns]:
+            glyph = STATUS_GLYPHS[statuses[b]] if statuses[b] is BlockStatus.NULL else ""
+            cells.append(Text(f"{b}{glyph}", style=status_style(statuses[b], state.ref_cnt[b])))
+        cells += [""] * (min(widest, max_columns) - min(len(r.block_ids), max_columns))
+        if widest > max_columns:
+            extra = len(r.block_ids) - max_columns
+            cells.append(f"+{extra}" if extra > 0 else "")
+        table.add_row(*cells)
+    return table

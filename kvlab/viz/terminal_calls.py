@@ -1,0 +1,236 @@
+"""Rich renderers of what calls did: hash chains, the hybrid fixed point, allocate_slots'
+token layout, the event list, and ``render_state`` (every view of one event, for the CLI).
+
+Example:
+    >>> import rich
+    >>> rich.print(render_state(trace, 40))            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from kvlab.trace import EventKind
+from kvlab.viz.calls import (
+    block_size_of,
+    event_window,
+    find_call,
+    fixed_point_rows,
+    slot_layout,
+)
+from kvlab.viz.hash_tree import HashTree, build_hash_tree, cached_blocks_of
+from kvlab.viz.palette import HIT, MISS, SEGMENT_COLOURS
+from kvlab.viz.snapshot import group_label, state_at
+from kvlab.viz.terminal import (
+    NBSP,
+    render_block_table,
+    render_free_queue,
+    render_pool_grid,
+)
+
+__all__ = [
+    "render_allocate_slots",
+    "render_events",
+    "render_fixed_point",
+    "render_hash_chain",
+    "render_state",
+]
+
+K = EventKind
+
+
+def _hash_chip(tree: HashTree, h: int, cached: dict[int, tuple[int, ...]], num_groups: int) -> Text:
+    if not cached:
+        return Text(f"{NBSP}{tree.hashes[h]}{NBSP}✗{NBSP}", style=f"bold #ffffff on {MISS}")
+    ids = "/".join(str(cached[g][0]) if g in cached else "✗" for g in range(max(num_groups, 1)))
+    return Text(f"{NBSP}{tree.hashes[h]}{NBSP}✓{ids}{NBSP}", style=f"bold #ffffff on {HIT}")
+
+
+def _segments(children: dict[int, list[int]], start: int, ends: dict[int, list[str]]) -> list[int]:
+    """The unbranched path from ``start``: stops after a node with != 1 child or where a
+    request's chain ends (so its name is drawn there)."""
+    path = [start]
+    while len(children.get(path[-1], ())) == 1 and path[-1] not in ends:
+        path.append(children[path[-1]][0])
+    return path
+
+
+def render_hash_chain(
+    trace: Any, index: int, requests: list[str] | None = None, max_nodes: int = 200
+) -> RenderableType:
+    """The hash chains of ``requests`` merged into a tree, coloured by the cache at ``index``.
+
+    Each line is an unbranched run of blocks (``[first-last]`` block positions); a fork starts
+    indented lines below it, so a shared prefix is drawn once. Green ``✓n`` = cached in block n
+    (hybrid: one id per group, ``/``-separated, ``✗`` for a group that misses): a lookup would
+    hit; red ``✗`` = cached in no group: it would miss.
+    Requests are named where their known chain ends.
+
+    Args:
+        trace: A kvlab.trace.Trace.
+        index: Event index (-1 = the initial state).
+        requests: Request ids to draw (None = every request with a known chain).
+        max_nodes: Hashes drawn at most.
+
+    Raises:
+        IndexError: If ``index`` is not in [-1, len(trace)).
+        KeyError: If a named request has no known hash chain.
+    """
+    state = state_at(trace, index)
+    tree = build_hash_tree(trace)
+    children = tree.children(requests)
+    ends: dict[int, list[str]] = {}
+    for r in tree.chains if requests is None else requests:
+        ends.setdefault(tree.chains[r][-1], []).append(r)
+    lines: list[Text] = [
+        Text("hash chains (block_hash, short hex) · ", style="bold")
+        + Text(f"{NBSP}✓ cached: hit{NBSP}", style=f"bold #ffffff on {HIT}")
+        + Text(" ")
+        + Text(f"{NBSP}✗ not cached: miss{NBSP}", style=f"bold #ffffff on {MISS}")
+    ]
+    budget = max_nodes
+    stack = [(h, 0) for h in reversed(children.get(-1, []))]
+    while stack and budget > 0:
+        start, level = stack.pop()
+        path = _segments(children, start, ends)[:budget]
+        budget -= len(path)
+        first, last = tree.position[path[0]], tree.position[path[-1]]
+        line = Text("    " * level + ("└─ " if level else "NONE_HASH ─ "), style="dim")
+        line.append(f"[{first}-{last}] ", style="dim")
+        line.append_text(Text(" → ").join(_hash_chip(tree, h, cached_blocks_of(state, h), state.num_groups) for h in path))
+        if path[-1] in ends:
+            line.append(f"  ⟵ {', '.join(ends[path[-1]])}", style="bold")
+        lines.append(line)
+        stack.extend((h, level + 1) for h in reversed(children.get(path[-1], [])))
+    if stack or budget <= 0:
+        lines.append(Text(f"… more hashes not drawn (max_nodes={max_nodes})", style="dim"))
+    if len(lines) == 1:
+        lines.append(Text("no request hash chain is known from this trace", style="dim"))
+    return Group(*lines)
+
+
+def render_fixed_point(trace: Any, index: int) -> RenderableType:
+    """The hybrid fixed point of the get_computed_blocks call at (or last before) ``index``.
+
+    Rows are iterations, columns attention groups; a cell is ``in → out`` candidate hit length
+    (tokens), red with ``✂`` where that group shortened it.
+
+    Raises:
+        IndexError: If ``index`` is not in [-1, len(trace)).
+    """
+    call = find_call(trace, index, "get_computed_blocks")
+    if call is None:
+        return Text("no get_computed_blocks call yet", style="dim")
+    rows = fixed_point_rows(trace, call)
+    head = f"get_computed_blocks [{call.request}] at event #{call.begin}"
+    if not rows:
+        return Text(f"{head}: one attention type, no fixed point", style="dim")
+    columns = list(dict.fromkeys(r.kv_cache_group_ids for r in rows))
+    table = Table(title=Text(f"hybrid fixed point · {head}"), title_style="bold")
+    table.add_column("iteration", justify="right")
+    for ids in columns:
+        table.add_column(", ".join(group_label(trace.config, g) for g in ids), justify="center")
+    for it in sorted({r.iteration for r in rows}):
+        cells: list[Any] = [str(it)]
+        for ids in columns:
+            row = next((r for r in rows if r.iteration == it and r.kv_cache_group_ids == ids), None)
+            if row is None:
+                cells.append("")
+                continue
+            text = f"{row.hit_length_in} → {row.hit_length_out}"
+            style = f"bold {MISS}" if row.shortened else ""
+            cells.append(Text(text + (" ✂" if row.shortened else "") + (" (reused)" if row.reused else ""), style=style))
+        table.add_row(*cells)
+    result = call.result.get("num_new_computed_tokens")
+    table.caption = Text(f"tokens · result: num_new_computed_tokens = {result}")
+    return table
+
+
+def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> RenderableType:
+    """allocate_slots' token layout (comp | new_comp | ext_comp | new | lookahead), to scale.
+
+    Every block gets the same number of characters; the ruler below numbers the blocks.
+
+    Args:
+        trace: A kvlab.trace.Trace.
+        index: Event index; the allocate_slots call containing it, else the last one before.
+        max_width: Characters for the bar at most.
+
+    Raises:
+        IndexError: If ``index`` is not in [-1, len(trace)).
+    """
+    call = find_call(trace, index, "allocate_slots")
+    if call is None:
+        return Text("no allocate_slots call yet", style="dim")
+    layout = slot_layout(call, block_size_of(trace))
+    bs, nb = layout.block_size, max(layout.num_blocks, 1)
+    cpb = max(2, min(bs, max_width // nb))  # characters per block
+    bar, ruler = Text(), Text(style="dim")
+    for c in range(nb * cpb):
+        token = (c * bs) // cpb
+        seg = next((s for s in layout.segments if s.start <= token < s.end), None)
+        bar.append("▏" if c % cpb == 0 else NBSP, style=f"#ffffff on {SEGMENT_COLOURS[seg.name]}" if seg else "")
+    for b in range(nb):
+        ruler.append(f"{b:<{cpb}}"[:cpb])
+    res = (
+        "unfinished" if layout.allocated is None else
+        f"{'allocated' if layout.allocated else 'refused (None)'}, "
+        f"num_blocks_to_allocate = {layout.num_blocks_to_allocate}"
+    )  # fmt: skip
+    title = Text(f"allocate_slots [{call.request}] at event #{call.begin} · {res}", style="bold")
+    legend = Text()
+    for s in layout.segments:
+        legend.append(f"{NBSP}{s.name}{NBSP}", style=f"bold #ffffff on {SEGMENT_COLOURS[s.name]}")
+        legend.append(f"{NBSP}{s.num_tokens}{NBSP}tokens:{NBSP}{s.meaning.replace(' ', NBSP)}   ")
+    note = Text(f"block_size = {bs} tokens; ruler = logical block index", style="dim")
+    return Group(title, bar, ruler, legend, note)
+
+
+def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> RenderableType:
+    """The events around ``index``, nested calls indented, ``index`` highlighted.
+
+    Raises:
+        IndexError: If ``index`` is not in [-1, len(trace)).
+        ValueError: If before or after is negative.
+    """
+    state_at(trace, index)  # NOTE: validates index the same way every view does
+    lines = [Text(f"events {max(index - before, 0)}..{min(index + after, len(trace) - 1)} of {len(trace)}", style="bold")]
+    if index < 0:
+        lines.append(Text("▶ (before event 0: the initial state)", style="reverse bold"))
+    for e in event_window(trace, index, before, after):
+        text = str(e)
+        if e.seq == index:
+            lines.append(Text("▶ " + text, style="reverse bold"))
+        elif e.kind in (K.CALL_BEGIN, K.CALL_END, K.STEP):
+            lines.append(Text("  " + text, style="bold"))
+        elif e.kind in (K.LOOKED_UP, K.FIXED_POINT_ITERATED):
+            lines.append(Text("  " + text, style="dim"))
+        else:
+            lines.append(Text("  " + text))
+    return Group(*lines)
+
+
+def render_state(trace: Any, index: int, requests: list[str] | None = None) -> RenderableType:
+    """Every view of event ``index``: header, pool grid, free queue, block table, the current
+    allocate_slots layout, the hybrid fixed point (hybrid traces), hash chains and events.
+
+    Raises:
+        IndexError: If ``index`` is not in [-1, len(trace)).
+    """
+    state_at(trace, index)
+    what = str(trace[index]) if index >= 0 else "initial state (before event 0)"
+    parts: list[RenderableType] = [
+        Text(f"event {index} of {len(trace)} · {what}", style="bold reverse"),
+        render_pool_grid(trace, index),
+        render_free_queue(trace, index),
+        render_block_table(trace, index),
+        render_allocate_slots(trace, index),
+    ]
+    if int(trace.config.get("num_groups") or 1) > 1:
+        parts.append(render_fixed_point(trace, index))
+    parts += [render_hash_chain(trace, index, requests), render_events(trace, index)]
+    return Group(*[p for pair in zip(parts, [Text("")] * len(parts)) for p in pair][:-1])
