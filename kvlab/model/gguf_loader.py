@@ -269,7 +269,9 @@ def weights_from_gguf(reader: Any, config: ModelConfig, *, dtype: torch.dtype = 
             value = unpermute_rotary_rows(value, config.num_q_heads)
         elif config.architecture == "llama" and ".k_proj." in name:
             value = unpermute_rotary_rows(value, config.num_kv_heads)
-        weights[name] = value.to(device=device, dtype=dtype)
+        # NOTE: RoPE frequency factors stay float32 whatever ``dtype`` is (they feed angle math).
+        target = torch.float32 if name == "rope_freqs" else dtype
+        weights[name] = value.to(device=device, dtype=target)
     return weights
 
 

@@ -17,15 +17,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
-from operator import itemgetter
 from typing import Any
 
-import numpy as np
-
-from kvlab.core.kv_cache_utils import get_block_hash, get_group_id
+from kvlab.trace.chunking import columnarise
 from kvlab.trace.columns import ColumnStore
-from kvlab.trace.events import CALL_SPECS, VERBATIM, EventKind, make_packer
+from kvlab.trace.events import CALL_SPECS, EventKind
 from kvlab.trace.metadata import manager_config
 from kvlab.trace.state import KVState
 from kvlab.trace.tables import InternTables
@@ -38,12 +34,6 @@ _POPLEFT, _POPLEFT_N, _REMOVE, _APPEND, _APPEND_N = 1, 2, 3, 4, 5
 _GET_NEW, _TOUCH, _FREE, _STORED, _REMOVED, _CLEARED = 6, 7, 8, 9, 10, 11
 _LOOKED_UP, _FIXED, _ADDED, _NULLED, _FREED, _BEGIN, _END, _STEP = 12, 13, 14, 15, 16, 17, 18, 0
 _EMPTY: tuple[int, ...] = ()
-
-_G_KIND, _G_GROUP, _G_REQUEST, _G_A, _G_B, _G_PAYLOAD = (itemgetter(i) for i in range(6))
-
-# Kinds whose hook also pushes to the side list (hash bytes).
-_SIDE = np.zeros(256, dtype=bool)
-_SIDE[[_STORED, _REMOVED, _LOOKED_UP]] = True
 
 
 class Recorder:
@@ -78,9 +68,9 @@ class Recorder:
         self._checkpoint_interval = checkpoint_interval
         self._store = ColumnStore()
         self._tables = InternTables()
-        self._call_names: dict[str, int] = {name: spec.call_id for name, spec in CALL_SPECS.items()}
+        self._call_names: list[str] = sorted(CALL_SPECS, key=lambda n: CALL_SPECS[n].call_id)
+        self._call_ids: dict[str, int] = {name: i for i, name in enumerate(self._call_names)}
         self._open_calls: list[str | None] = []
-        self._packers: dict[str, tuple[int, Any, Any]] = {}
         self._depth = 0
         self._step = 0
         self._error: BaseException | None = None
@@ -268,28 +258,29 @@ class Recorder:
 
     # ------------------------------------------------------------------ calls
     def begin_call(self, name: str, request_id: str | None, args: Sequence[int]) -> None:
-        """Hook: a KVCacheManager call starts (args packed per kvlab.trace.events.CALL_SPECS)."""
-        packer = self._packers.get(name) or self._packer(name)
-        try:
-            a, b, rest = packer[1](args)
-        except Exception:  # noqa: BLE001 - a hook never raises into core
-            a, b, rest = VERBATIM, 0, _EMPTY
-        self._push((_BEGIN, packer[0], request_id, a, b, rest))
+        """Hook: a KVCacheManager call starts (args packed at columnarisation, see CALL_SPECS)."""
+        call_id = self._call_ids.get(name)
+        if call_id is None:
+            call_id = self._new_call(name)
+        self._push((_BEGIN, call_id, request_id, 0, 0, args))
         self._open_calls.append(request_id)
         if len(self._buf) >= self._chunk_size:
             self._maybe_flush()
 
     def end_call(self, name: str, result: Sequence[int]) -> None:
         """Hook: the call opened last returns ``result``."""
-        packer = self._packers.get(name) or self._packer(name)
-        try:
-            a, b, rest = packer[2](result)
-        except Exception:  # noqa: BLE001 - a hook never raises into core
-            a, b, rest = VERBATIM, 0, _EMPTY
+        call_id = self._call_ids.get(name)
+        if call_id is None:
+            call_id = self._new_call(name)
         open_calls = self._open_calls
-        self._push((_END, packer[0], open_calls.pop() if open_calls else None, a, b, rest))
+        self._push((_END, call_id, open_calls.pop() if open_calls else None, 0, 0, result))
         if len(self._buf) >= self._chunk_size:
             self._maybe_flush()
+
+    def _new_call(self, name: str) -> int:
+        call_id = self._call_ids[name] = len(self._call_names)
+        self._call_names.append(name)
+        return call_id
 
     # ------------------------------------------------------------------ columnarisation
     def _maybe_flush(self) -> None:
@@ -302,107 +293,12 @@ class Recorder:
             self._error = exc
 
     def _flush(self) -> None:
-        buf = self._buf
-        if not buf:
+        if not self._buf:
             return
-        n = len(buf)
-        # NOTE: map(itemgetter) per column, not zip(*buf): unpacking n tuples as arguments is
-        # an order of magnitude slower.
-        kind_arr = np.fromiter(map(_G_KIND, buf), dtype=np.uint8, count=n)
-        a_arr = _checked(np.fromiter(map(_G_A, buf), dtype=np.int64, count=n), np.int32, "a")
-        b_arr = _checked(np.fromiter(map(_G_B, buf), dtype=np.int64, count=n), np.int32, "b")
-        g_arr = _checked(
-            np.fromiter(map(_G_GROUP, buf), dtype=np.int64, count=n), np.int16, "group"
-        )
-        reqs, pls = list(map(_G_REQUEST, buf)), list(map(_G_PAYLOAD, buf))
-        if self._side:
-            self._intern_side(kind_arr, a_arr, b_arr, g_arr, pls)
-        tables = self._tables
-        rget = tables._request_index.get
-        req_col = [-1 if r is None else rget(r, -2) for r in reqs]
-        if -2 in req_col:  # new request ids: intern them, then look up again
-            for r in dict.fromkeys(r for r, i in zip(reqs, req_col) if i == -2):
-                tables.request_index(r)
-            req_col = [-1 if r is None else rget(r) for r in reqs]
-        lengths = np.fromiter(map(len, pls), dtype=np.int64, count=len(pls))
-        payload = np.fromiter(chain.from_iterable(pls), dtype=np.int64, count=int(lengths.sum()))
-        cols = {
-            "kind": kind_arr,
-            "group": g_arr,
-            "request": np.array(req_col, dtype=np.int32),
-            "a": a_arr,
-            "b": b_arr,
-            "depth": self._depths(kind_arr),
-        }
-        self._store.append_chunk(cols, lengths, _checked(payload, np.int32, "payload"))
-        buf.clear()
-
-    def _intern_side(
-        self,
-        kind_arr: np.ndarray,
-        a_arr: np.ndarray,
-        b_arr: np.ndarray,
-        g_arr: np.ndarray,
-        pls: list,
-    ) -> None:
-        """Turn the side list's hashes into hash indexes, in place (lookups vectorised)."""
-        side = self._side
-        rows = np.flatnonzero(_SIDE[kind_arr])
-        if len(rows) != len(side):
-            raise RuntimeError(
-                f"recorder side list out of step: {len(side)} items for {len(rows)} events"
-            )
-        side_kinds = kind_arr[rows]
-        look = np.flatnonzero(side_kinds == _LOOKED_UP)
-        if len(look):
-            a_arr[rows[look]] = self._hash_indexes([side[j] for j in look.tolist()])
-        removed = np.flatnonzero(side_kinds == _REMOVED)
-        if len(removed):
-            keys = [side[j] for j in removed.tolist()]
-            b_arr[rows[removed]] = self._hash_indexes(list(map(get_block_hash, keys)))
-            g_arr[rows[removed]] = list(map(get_group_id, keys))
-        stored = np.flatnonzero(side_kinds == _STORED).tolist()
-        if stored:  # payload = block ids then hash indexes, one batch for all rows
-            per_row = [side[j] for j in stored]
-            idx = self._hash_indexes(list(map(get_block_hash, chain.from_iterable(per_row))))
-            pos = 0
-            for j, keys in zip(stored, per_row):
-                row = int(rows[j])
-                pls[row] = pls[row] + tuple(idx[pos : pos + len(keys)])
-                pos += len(keys)
-        side.clear()
-
-    def _hash_indexes(self, hashes: list[bytes]) -> list[int]:
-        """Intern ``hashes`` (new ones in order of appearance); their indexes."""
-        tables = self._tables
-        hget = tables._hash_index.get
-        idx = list(map(hget, hashes))
-        if None in idx:
-            for h in dict.fromkeys(h for h, i in zip(hashes, idx) if i is None):
-                tables.hash_index(h)
-            idx = list(map(hget, hashes))
-        return idx
-
-    def _depths(self, kind_arr: np.ndarray) -> np.ndarray:
-        is_begin = kind_arr == _BEGIN
-        delta = is_begin.astype(np.int64) - (kind_arr == _END)
-        level = np.cumsum(delta) + self._depth
-        depth = level - is_begin
-        if len(level):
-            self._depth = max(int(level[-1]), 0)
-        return np.clip(depth, 0, 255).astype(np.uint8)
-
-    def _packer(self, name: str) -> tuple[int, Any, Any]:
-        call_id = self._call_names.get(name)
-        if call_id is None:
-            call_id = self._call_names[name] = len(self._call_names)
-        spec = CALL_SPECS.get(name)
-        if spec is None:
-            entry = (call_id, make_packer(None), make_packer(None))
-        else:
-            entry = (call_id, make_packer(spec.pack), make_packer(tuple(range(len(spec.result)))))
-        self._packers[name] = entry
-        return entry
+        chunk = columnarise(self._buf, self._side, self._tables, self._call_names, self._depth)
+        self._store.append_chunk(chunk.cols, chunk.lengths, chunk.payload)
+        self._depth = chunk.depth_after
+        self._buf.clear()
 
     # ------------------------------------------------------------------ output
     def trace(self) -> Trace:
@@ -417,7 +313,7 @@ class Recorder:
         if self._error is not None:
             raise self._error
         self._flush()
-        call_names = sorted(self._call_names, key=self._call_names.__getitem__)
+        call_names = list(self._call_names)
         return Trace(
             self._store.columns(),
             self._tables.freeze(),
@@ -431,15 +327,3 @@ class Recorder:
     def allocated_nbytes(self) -> int:
         """Bytes the recorder's column buffers hold, spare capacity included."""
         return self._store.allocated_nbytes
-
-
-def _checked(values: Any, dtype: type, name: str) -> np.ndarray:
-    """``values`` as ``dtype``; OverflowError naming the column if one does not fit."""
-    arr = np.asarray(values, dtype=np.int64)
-    info = np.iinfo(dtype)
-    if len(arr) and (arr.min() < info.min or arr.max() > info.max):
-        raise OverflowError(
-            f"an event's {name} value does not fit {np.dtype(dtype).name}: "
-            f"range [{arr.min()}, {arr.max()}]"
-        )
-    return arr.astype(dtype)

