@@ -49,6 +49,20 @@ reset_prefix_cache       ()                                                     
 new_step_starts          ()                                                              ()
 =======================  ==============================================================  =========================
 
+Rules every hook follows (relied on by replay and the viewers):
+
+- A hook fires only when something changed: an empty ``popleft_n``/``append_n``/
+  ``get_new_blocks``/``touch``/``free_blocks`` reports nothing, and ``cache_full_blocks``
+  reports only the blocks it actually cached (null and masked blocks are left out).
+- ``reset`` is one event with no per-block ``evict``: vLLM's reset clears the map directly and
+  emits only ``AllBlocksCleared``.
+- An empty ``req_blocks_add`` marks where vLLM's ``req_to_blocks`` defaultdict creates an entry
+  without adding blocks.
+- The null block (and a sink manager's sink blocks) leave the free queue while the pool and
+  managers are built, before any recorder can be attached: a trace snapshots the state after
+  construction (``kvlab.trace.Recorder.attach``).
+- Input checks run before ``begin_call``: a call rejected for bad input records nothing.
+
 ``b`` is a block_id (int); ``bs`` a sequence of block ids; ``key`` a BlockHashWithGroupId
 (bytes); ``h`` a BlockHash (bytes); ``g`` a kv_cache_group_id; ``r`` a request_id (str).
 """

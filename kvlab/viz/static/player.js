@@ -77,6 +77,7 @@ function render({ model, el: root }) {
     block_table: el("div", { cls: "kvlab-panel" }), hash_chain: el("div", { cls: "kvlab-panel" }),
     events: el("div", { cls: "kvlab-panel" }),
   };
+  panels.hash_chain.classList.add("kvlab-scroll");
   const canvas = el("canvas", { cls: "kvlab-pool" });
   const poolTitle = el("div", { cls: "kvlab-title" });
   panels.pool.append(poolTitle, canvas, legend(T.numGroups, T.data.config));
@@ -121,7 +122,7 @@ function render({ model, el: root }) {
     for (const [name, box] of Object.entries(panels)) box.hidden = !views.has(name);
     if (views.has("pool")) {
       poolTitle.textContent = `BlockPool · ${T.numBlocks} blocks · ${s.numFree} in the free queue`;
-      grid = drawPool(canvas, T, s, Math.max(root.clientWidth - 24, 320) || 880);
+      grid = drawPool(canvas, T, s, Math.max(panels.pool.clientWidth, 320) || 880);
     }
     if (views.has("free_queue")) drawFreeQueue(panels.free_queue, T, s, model.get("max_queue"));
     if (views.has("block_table")) drawBlockTable(panels.block_table, T, s);
