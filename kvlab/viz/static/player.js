@@ -158,6 +158,8 @@ function render({ model, el: root }) {
       el("button", { cls: "kvlab-btn", onclick: () => act("next_kind") }, "next ▶")),
     caption, panels.pool, panels.free_queue, panels.block_table, panels.hash_chain, panels.events);
   root.replaceChildren(wrap);
+  // Testing hook (browser tests, benchmarks): the decoded trace, the replayer, the moves.
+  root.kvlabPlayer = { T, R, act, draw, state: () => R.stateAt(model.get("index")) };
 
   const redraw = () => draw(true);
   const onPlaying = () => setPlaying(model.get("playing"));

@@ -78,6 +78,7 @@ export function payload(T, i) {
 // Free queue: a doubly linked list over block ids with a fake head (N) and fake tail (N + 1),
 // as vLLM's FreeKVCacheBlockQueue. Arrays in `cached` and `req` are never mutated in place
 // (replaced on change), so a checkpoint copies the maps shallowly.
+// NOTE: a cached-map key that loses its last block is deleted, as in Python's replay.
 export class KVState {
   constructor(N, numGroups) {
     this.N = N;
@@ -91,12 +92,27 @@ export class KVState {
     this.cached = new Map();
     this.req = Array.from({ length: numGroups }, () => new Map());
   }
-  copy() {
+  // A checkpoint: typed arrays copied; the cached map is kept only for keys held by several
+  // blocks (insertion order matters there), the rest is rebuilt from blockHash on restore.
+  snapshot() {
+    const dups = new Map();
+    for (const [code, ids] of this.cached) if (ids.length > 1) dups.set(code, ids);
+    return { N: this.N, next: this.next.slice(), prev: this.prev.slice(), inQueue: this.inQueue.slice(),
+      numFree: this.numFree, refCnt: this.refCnt.slice(), blockHash: this.blockHash.slice(), dups,
+      req: this.req.map((m) => new Map(m)) };
+  }
+  static restore(snap) {
     const s = Object.create(KVState.prototype);
-    s.N = this.N; s.next = this.next.slice(); s.prev = this.prev.slice();
-    s.inQueue = this.inQueue.slice(); s.numFree = this.numFree;
-    s.refCnt = this.refCnt.slice(); s.blockHash = this.blockHash.slice();
-    s.cached = new Map(this.cached); s.req = this.req.map((m) => new Map(m));
+    s.N = snap.N; s.next = snap.next.slice(); s.prev = snap.prev.slice();
+    s.inQueue = snap.inQueue.slice(); s.numFree = snap.numFree;
+    s.refCnt = snap.refCnt.slice(); s.blockHash = snap.blockHash.slice();
+    s.req = snap.req.map((m) => new Map(m));
+    s.cached = new Map();
+    // NOTE: replay keeps blockHash and cached in step: the keys are exactly the hashed blocks.
+    for (let b = 0; b < s.N; b++) {
+      const code = s.blockHash[b];
+      if (code >= 0 && !s.cached.has(code)) s.cached.set(code, snap.dups.get(code) || [b]);
+    }
     return s;
   }
   unlink(x) {
@@ -142,35 +158,40 @@ export function applyEvent(T, s, i) {
   const c = T.c, k = c.kind[i];
   if (k === KIND.STEP || k === KIND.LOOKED_UP || k === KIND.FIXED_POINT_ITERATED ||
       k === KIND.CALL_BEGIN || k === KIND.CALL_END) return;
-  const g = c.group[i], r = c.request[i], a = c.a[i], b = c.b[i], p = payload(T, i);
+  const g = c.group[i], r = c.request[i], a = c.a[i], b = c.b[i];
+  const P = c.payload, o0 = c.offsets[i], o1 = c.offsets[i + 1];
   switch (k) {
     case KIND.POPLEFT: case KIND.REMOVE: s.unlink(a); break;
-    case KIND.POPLEFT_N: for (const x of p) s.unlink(x); break;
+    case KIND.POPLEFT_N: for (let j = o0; j < o1; j++) s.unlink(P[j]); break;
     case KIND.APPEND: s.append(a); break;
-    case KIND.APPEND_N: for (const x of p) s.append(x); break;
-    case KIND.GET_NEW_BLOCKS: case KIND.TOUCH: for (const x of p) s.refCnt[x]++; break;
-    case KIND.FREE_BLOCKS: for (const x of p) s.refCnt[x]--; break;
+    case KIND.APPEND_N: for (let j = o0; j < o1; j++) s.append(P[j]); break;
+    case KIND.GET_NEW_BLOCKS: case KIND.TOUCH: for (let j = o0; j < o1; j++) s.refCnt[P[j]]++; break;
+    case KIND.FREE_BLOCKS: for (let j = o0; j < o1; j++) s.refCnt[P[j]]--; break;
     case KIND.BLOCK_STORED: {
-      const m = p.length >> 1;
-      for (let j = 0; j < m; j++) {
-        const code = p[m + j] * T.keyShift + g, held = s.cached.get(code);
-        s.blockHash[p[j]] = code;
-        s.cached.set(code, held ? held.concat([p[j]]) : [p[j]]);
+      const m = (o1 - o0) >> 1;
+      for (let j = o0; j < o0 + m; j++) {
+        const code = P[j + m] * T.keyShift + g, held = s.cached.get(code);
+        s.blockHash[P[j]] = code;
+        s.cached.set(code, held ? held.concat([P[j]]) : [P[j]]);
       }
       break;
     }
     case KIND.BLOCK_REMOVED: {
       const code = b * T.keyShift + g, held = s.cached.get(code) || [];
       s.blockHash[a] = -1;
-      const rest = held.filter((x) => x !== a);
-      if (rest.length) s.cached.set(code, rest); else s.cached.delete(code);
+      if (held.length > 1) s.cached.set(code, held.filter((x) => x !== a)); else s.cached.delete(code);
       break;
     }
     case KIND.ALL_BLOCKS_CLEARED: s.cached = new Map(); s.blockHash.fill(-1); break;
-    case KIND.REQ_BLOCKS_ADDED: s.req[g].set(r, (s.req[g].get(r) || []).concat(Array.from(p))); break;
+    case KIND.REQ_BLOCKS_ADDED: {
+      const old = s.req[g].get(r) || [], blocks = old.slice();
+      for (let j = o0; j < o1; j++) blocks.push(P[j]);
+      s.req[g].set(r, blocks);
+      break;
+    }
     case KIND.REQ_BLOCKS_NULLED: {
       const blocks = s.req[g].get(r).slice();
-      for (const j of p) blocks[j] = T.nullBlock;
+      for (let j = o0; j < o1; j++) blocks[P[j]] = T.nullBlock;
       s.req[g].set(r, blocks);
       break;
     }
@@ -186,7 +207,7 @@ export class Replayer {
   constructor(T, interval = 1024, maxCheckpoints = 128) {
     this.T = T;
     this.interval = Math.max(16, interval | 0, Math.ceil(T.n / maxCheckpoints));
-    this.checkpoints = new Map([[0, initialState(T)]]);
+    this.checkpoints = new Map([[0, initialState(T).snapshot()]]);
     this.maxKey = 0;
     this.cursor = null;
   }
@@ -197,12 +218,12 @@ export class Replayer {
     let at = Math.min(Math.floor(pos / step) * step, this.maxKey), s;
     const cur = this.cursor;
     if (cur && at <= cur.pos && cur.pos <= pos) ({ pos: at, state: s } = cur);
-    else s = this.checkpoints.get(at).copy();
+    else s = KVState.restore(this.checkpoints.get(at));
     this.cursor = null;
     for (; at < pos; at++) {
       applyEvent(this.T, s, at);
       if ((at + 1) % step === 0 && at + 1 > this.maxKey) {
-        this.checkpoints.set(at + 1, s.copy());
+        this.checkpoints.set(at + 1, s.snapshot());
         this.maxKey = at + 1;
       }
     }
@@ -215,11 +236,11 @@ export class Replayer {
     const step = this.interval, last = Math.floor(this.T.n / step) * step;
     const t0 = Date.now();
     if (this.maxKey >= last) return true;
-    const s = this.checkpoints.get(this.maxKey).copy();
+    const s = KVState.restore(this.checkpoints.get(this.maxKey));
     for (let at = this.maxKey; at < last; at++) {
       applyEvent(this.T, s, at);
       if ((at + 1) % step === 0) {
-        this.checkpoints.set(at + 1, s.copy());
+        this.checkpoints.set(at + 1, s.snapshot());
         this.maxKey = at + 1;
         if (Date.now() - t0 > budgetMs) break;
       }
