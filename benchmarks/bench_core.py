@@ -41,6 +41,7 @@ from kvlab.core.kv_cache_spec import FullAttentionSpec
 from kvlab.core.kv_cache_utils import get_request_block_hasher, init_none_hash, sha256
 from kvlab.core.request import Request, SamplingParams
 from kvlab.trace import EventKind, KVState, Recorder
+from kvlab.trace.events import HOOK_KINDS
 from kvlab.trace.replay import replay_into
 
 BLOCK_SIZE = 16
@@ -198,9 +199,23 @@ def make_manager(num_blocks: int) -> KVCacheManager:
     return KVCacheManager(cfg, max_model_len=8192, hash_block_size=BLOCK_SIZE)
 
 
-def run_once(seed: int, num_convs: int, num_blocks: int, record: bool):
+class NoOpRecorder:
+    """Every KVRecorder hook as a no-op: isolates what core's own instrumentation costs."""
+
+    def mark_step(self, step: int) -> None:
+        pass
+
+
+for _hook in HOOK_KINDS:
+    setattr(NoOpRecorder, _hook, lambda self, *args: None)
+
+
+def run_once(seed: int, num_convs: int, num_blocks: int, mode: str):
+    """One run; mode "off" (no recorder), "noop" (NoOpRecorder) or "on" (kvlab.trace)."""
     manager = make_manager(num_blocks)
-    rec = Recorder().attach(manager) if record else None
+    rec = Recorder().attach(manager) if mode == "on" else None
+    if mode == "noop":
+        manager.set_recorder(NoOpRecorder())
     sched = MiniScheduler(manager, make_conversations(seed, num_convs), rec)
     t0 = time.perf_counter()
     sched.run()
@@ -218,9 +233,11 @@ def machine() -> str:
                 break
     except OSError:
         pass
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (
         f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}, "
-        f"Python {platform.python_version()}, numpy {np.__version__}"
+        f"Python {platform.python_version()}, numpy {np.__version__}; load average at the end "
+        f"{load} (a shared machine: ratios are measured side by side, absolute rates vary)"
     )
 
 
@@ -238,23 +255,23 @@ def measure_replay(trace) -> tuple[float, float]:
     return len(trace) / with_checkpoints, len(trace) / bare
 
 
-def run_modes(num_convs: int, num_blocks: int, repeat: int) -> dict[bool, list]:
-    """Run the workload ``repeat`` times per mode, off and on interleaved."""
-    runs: dict[bool, list] = {False: [], True: []}
+def run_modes(num_convs: int, num_blocks: int, repeat: int) -> dict[str, list]:
+    """Run the workload ``repeat`` times per mode, the modes interleaved."""
+    runs: dict[str, list] = {"off": [], "noop": [], "on": []}
     for _ in range(repeat):
-        for record in (False, True):
-            runs[record].append(run_once(7, num_convs, num_blocks, record))
+        for mode, results in runs.items():
+            results.append(run_once(7, num_convs, num_blocks, mode))
     return runs
 
 
-def collect(runs: dict[bool, list], num_convs: int, num_blocks: int) -> dict:
+def collect(runs: dict[str, list], num_convs: int, num_blocks: int) -> dict:
     """Best-of-runs timings and the trace measurements; checks replay == live."""
-    t_off = min(run[0] for run in runs[False])
-    t_on = min(run[0] for run in runs[True])
-    mgr_off = min(run[1].manager_time for run in runs[False])
-    mgr_on = min(run[1].manager_time for run in runs[True])
-    _, sched, manager, trace, rec = runs[True][-1]
-    assert sched.ops == runs[False][-1][1].ops, "recording changed the workload"
+    t_off = min(run[0] for run in runs["off"])
+    t_on = min(run[0] for run in runs["on"])
+    mgr = {mode: min(run[1].manager_time for run in rs) for mode, rs in runs.items()}
+    mgr_off, mgr_on = mgr["off"], mgr["on"]
+    _, sched, manager, trace, rec = runs["on"][-1]
+    assert sched.ops == runs["off"][-1][1].ops, "recording changed the workload"
     live, replayed = KVState.from_manager(manager), trace.final_state()
     assert replayed == live, "replay differs from the live manager: " + "; ".join(
         replayed.diff(live)
@@ -268,6 +285,7 @@ def collect(runs: dict[bool, list], num_convs: int, num_blocks: int) -> dict:
         "requests": sched.finished, "steps": sched.steps, "preemptions": sched.preemptions,
         "ops": sched.ops, "events": n, "t_off": t_off, "t_on": t_on, "ratio": t_on / t_off,
         "mgr_off": mgr_off, "mgr_on": mgr_on, "mgr_ratio": mgr_on / mgr_off,
+        "mgr_noop": mgr["noop"], "core_share": (mgr["noop"] - mgr_off) / (mgr_on - mgr_off),
         "bytes_mem": trace.bytes_per_event, "bytes_alloc": rec.allocated_nbytes / n,
         "bytes_disk": disk / n, "replay_cp": replay_cp, "replay_bare": replay_bare,
         "evictions": int((trace.cols.kind == EventKind.BLOCK_REMOVED).sum()),
@@ -310,6 +328,8 @@ def _rows(r: dict) -> list[tuple[str, str, str]]:
         ("on/off wall time (whole loop)", f"{r['ratio']:.2f}x", f"<= 2x {ok(r['ratio'] <= 2)}"),
         ("on/off time inside manager calls",
          f"{r['mgr_ratio']:.2f}x ({r['mgr_off']:.2f} s -> {r['mgr_on']:.2f} s)", ""),
+        ("  of the added time: core's hook calls (no-op recorder)",
+         f"{r['core_share']:.0%} ({r['mgr_off']:.2f} s -> {r['mgr_noop']:.2f} s)", ""),
         ("bytes/event in memory (columns + payload + tables)", f"{r['bytes_mem']:.1f} B/event",
          f"<= 32 {ok(r['bytes_mem'] <= 32)}"),
         ("bytes/event allocated by the recorder (spare capacity)",

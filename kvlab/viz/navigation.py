@@ -9,7 +9,8 @@ move        target from cursor ``i``
 ==========  ==================================================================================
 into        ``i + 1``
 over        ``i + 1``; when that is a CALL_BEGIN, its CALL_END (the whole call in one step)
-out         the CALL_END of the innermost call containing event ``i + 1`` (else ``into``)
+out         the CALL_END of the innermost call containing event ``i + 1`` (a CALL_BEGIN
+            belongs to the call around it, as in ``Trace.parent``); none: ``into``
 back        ``i - 1``
 back_over   ``i - 1``; when event ``i`` is a CALL_END, the event before its CALL_BEGIN
 next_kind   the first event after ``i`` of a kind (``i`` itself when there is none)

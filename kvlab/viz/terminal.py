@@ -45,10 +45,10 @@ NBSP = "\u00a0"
 
 
 def to_text(renderable: RenderableType, width: int = 100) -> str:
-    """Render to plain text (no colours) at ``width`` columns."""
+    """Render to plain text (no colours, non-breaking spaces as spaces) at ``width`` columns."""
     console = Console(record=True, width=width, color_system=None, file=_Null())
     console.print(renderable)
-    return console.export_text()
+    return console.export_text().replace(NBSP, " ")
 
 
 class _Null:

@@ -1,0 +1,135 @@
+"""Rich renderers: the text they draw lists exactly what the replayed state holds."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from rich.console import Console
+
+from kvlab.trace import Trace
+from kvlab.viz import (
+    render_allocate_slots,
+    render_block_table,
+    render_events,
+    render_fixed_point,
+    render_free_queue,
+    render_hash_chain,
+    render_pool_grid,
+    render_state,
+    to_text,
+)
+
+WIDE = 2000  # no wrapping: one line per row
+
+
+def _queue_ids(text: str) -> tuple[list[int], int]:
+    """Block ids between HEAD and TAIL, and the hidden count ('… n more …', 0 if none)."""
+    row = text[text.index("HEAD") + 4 : text.index("TAIL")]
+    hidden = re.search(r"…\s(\d+)\smore\s…", row)
+    if hidden:
+        row = row.replace(hidden.group(0), "")
+    return [int(x) for x in re.findall(r"\d+", row)], int(hidden.group(1)) if hidden else 0
+
+
+def test_free_queue_row_is_the_replayed_order_at_every_event(shared: Trace) -> None:
+    for i in range(-1, len(shared)):
+        ids, hidden = _queue_ids(to_text(render_free_queue(shared, i), WIDE))
+        assert (ids, hidden) == (shared.state_at(i).free_queue_order(), 0), f"event {i}"
+
+
+def test_long_free_queue_keeps_head_and_tail(hybrid: Trace) -> None:
+    order = hybrid.state_at(-1).free_queue_order()  # 31 blocks
+    text = to_text(render_free_queue(hybrid, -1, max_blocks=8), WIDE)
+    assert _queue_ids(text) == (order[:6] + order[-2:], 23)
+    assert "free_block_queue · 31 blocks" in text and "evicts first" in text
+
+
+def test_pool_grid_marks_ref_cnt_and_status(shared: Trace) -> None:
+    text = to_text(render_pool_grid(shared, 20, legend=False), WIDE)
+    assert text.splitlines()[0] == "10 blocks: 1 null, 4 in_use, 5 free"
+    cells = re.findall(r"(\d+)([∅•↔⁰¹²³⁴⁵⁶⁷⁸⁹]*)", text.splitlines()[1])
+    assert cells == [("0", "∅"), ("1", "²"), ("2", "²"), ("3", "¹"), ("4", "¹")] + [
+        (str(b), "") for b in range(5, 10)
+    ]
+
+
+def test_pool_grid_sections_per_group(hybrid: Trace) -> None:
+    lines = to_text(render_pool_grid(hybrid, 59, legend=False), WIDE).splitlines()
+    g0 = lines[lines.index("group 0 · FullAttention") + 1]
+    g1 = lines[lines.index("group 1 · SlidingWindow (window 8)") + 1]
+    assert [int(x) for x in re.findall(r"\d+", g0.replace("¹", ""))] == [1, 2, 3, 4, 9, 10]
+    assert [int(x) for x in re.findall(r"\d+", g1.replace("¹", ""))] == [5, 6, 7, 11, 12]
+
+
+def test_pool_grid_limits_cells(hybrid: Trace) -> None:
+    text = to_text(render_pool_grid(hybrid, -1, by_group=False, max_blocks=10, legend=False), WIDE)
+    assert "… blocks 10..31 not drawn" in text
+    assert len(re.findall(r"\d+", text.splitlines()[1])) == 10
+    with pytest.raises(ValueError):
+        render_pool_grid(hybrid, -1, max_blocks=0)
+
+
+def test_colours_reach_the_terminal(shared: Trace) -> None:
+    console = Console(record=True, width=200, color_system="truecolor", file=open("/dev/null", "w"))
+    console.print(render_free_queue(shared, 62))
+    ansi = console.export_text(styles=True)
+    assert "48;2;245;158;11" in ansi  # evictable blocks: amber #f59e0b background
+
+
+def test_block_table_rows(hybrid: Trace) -> None:
+    text = to_text(render_block_table(hybrid, 70), WIDE)
+    rows = [re.findall(r"\d+∅?", line) for line in text.splitlines() if line.startswith("│ b")]
+    assert rows == [["0", "1", "2", "3", "9", "10", "13"], ["1", "0∅", "0∅", "0∅", "11", "12", "14"]]
+    narrow = to_text(render_block_table(hybrid, 70, max_columns=4), WIDE)
+    assert "+2" in narrow
+    assert "no request holds blocks" in to_text(render_block_table(hybrid, -1))
+
+
+def test_hash_chain_lines(shared: Trace) -> None:
+    hexes = [shared.tables.hash_bytes(i)[:4].hex() for i in range(shared.tables.num_hashes)]
+    lines = to_text(render_hash_chain(shared, 30), WIDE).splitlines()
+    assert lines[1] == f"NONE_HASH ─ [0-1]  {hexes[0]} ✓1  →  {hexes[1]} ✓2   ⟵ a, b, d"
+    assert lines[2].startswith(f"NONE_HASH ─ [0-6]  {hexes[2]} ✗ ") and lines[2].endswith("⟵ c")
+    only_c = to_text(render_hash_chain(shared, 62, ["c"]), WIDE)
+    # c's blocks 5 6 7 8 9 3 are cached; its last block (4) was evicted at event 58
+    assert "a, b, d" not in only_c and only_c.count("✓") == 6 + 1  # + the legend's ✓
+
+
+def test_hash_chain_marks_groups_of_a_hybrid_hit(hybrid: Trace) -> None:
+    text = to_text(render_hash_chain(hybrid, 45), WIDE)
+    h3 = hybrid.tables.hash_bytes(3)[:4].hex()
+    assert f"{h3} ✓4/✗" in text  # cached in group 0 (block 4), evicted from group 1
+    assert "⟵ a" in text and "⟵ b" in text
+
+
+def test_fixed_point_table(hybrid: Trace, shared: Trace) -> None:
+    text = to_text(render_fixed_point(hybrid, 45), WIDE)
+    assert "get_computed_blocks [b] at event #29" in text
+    assert "19 → 16 ✂" in text and "16 → 12 ✂" in text
+    assert "num_new_computed_tokens = 12" in text
+    assert "no fixed point" in to_text(render_fixed_point(shared, 50))
+
+
+def test_allocate_slots_anatomy(hybrid: Trace) -> None:
+    lines = to_text(render_allocate_slots(hybrid, 45, max_width=40), WIDE).splitlines()
+    assert lines[0] == "allocate_slots [b] at event #40 · allocated, num_blocks_to_allocate = 9"
+    assert lines[1].rstrip() == "▏   " * 4 + "▏"  # 5 blocks of 4 characters each
+    assert lines[2].split() == ["0", "1", "2", "3", "4"]
+    assert " new_comp  12 tokens: prefix-cache hit" in lines[3] and " new  8 tokens:" in lines[3]
+
+
+def test_events_window_highlights_the_cursor(shared: Trace) -> None:
+    lines = to_text(render_events(shared, 55, 2, 1), WIDE).splitlines()
+    assert lines[0] == "events 53..56 of 63"
+    assert lines[3].startswith("▶ #55 step 4   TOUCH") and len(lines) == 5
+    assert "before event 0" in to_text(render_events(shared, -1))
+
+
+def test_render_state_has_every_view(hybrid: Trace) -> None:
+    text = to_text(render_state(hybrid, 45), 120)
+    for part in ("event 45 of 95", "free_block_queue", "block table", "allocate_slots [b]",
+                 "hybrid fixed point", "hash chains", "events 39..51"):
+        assert part in text, part
+    with pytest.raises(IndexError):
+        render_state(hybrid, 95)
