@@ -320,22 +320,17 @@ class BlockPool:
         ret: list[KVCacheBlock] = self.free_block_queue.popleft_n(num_blocks)
         metrics_collector = self.metrics_collector
         if self.enable_caching:
+            # NOTE: vLLM evicts and counts block by block in one loop; kvlab evicts them all
+            # first. Same outcome (popleft_n never repeats a block), and a recorded trace then
+            # matches the live state at every event: each BLOCK_REMOVED happens before the one
+            # GET_NEW_BLOCKS event that counts the blocks.
             for block in ret:
                 self._maybe_evict_cached_block(block)
-                assert block.ref_cnt == 0, (
-                    f"free block {block.block_id} has ref_cnt {block.ref_cnt}"
-                )
-                block.ref_cnt += 1
-                if metrics_collector is not None:
-                    metrics_collector.on_block_allocated(block)
-        else:
-            for block in ret:
-                assert block.ref_cnt == 0, (
-                    f"free block {block.block_id} has ref_cnt {block.ref_cnt}"
-                )
-                block.ref_cnt += 1
-                if metrics_collector is not None:
-                    metrics_collector.on_block_allocated(block)
+        for block in ret:
+            assert block.ref_cnt == 0, f"free block {block.block_id} has ref_cnt {block.ref_cnt}"
+            block.ref_cnt += 1
+            if metrics_collector is not None:
+                metrics_collector.on_block_allocated(block)
         rec = self.recorder
         if rec is not None and ret:
             rec.get_new_blocks([b.block_id for b in ret])
@@ -382,9 +377,14 @@ class BlockPool:
         """
         queue = self.free_block_queue
         metrics_collector = self.metrics_collector
+        # NOTE: two passes where vLLM has one: every REMOVE happens before the one TOUCH event
+        # that counts the blocks, so a recorded trace matches the live state at every event.
+        # Same outcome: a block leaves the queue iff it was free (ref_cnt 0, not null); a block
+        # listed twice is removed once (prev_free_block is None once it left the queue).
         for block in blocks:
-            if block.ref_cnt == 0 and not block.is_null:
+            if block.ref_cnt == 0 and not block.is_null and block.prev_free_block is not None:
                 queue.remove(block)
+        for block in blocks:
             block.ref_cnt += 1
             if metrics_collector is not None:
                 metrics_collector.on_block_accessed(block)

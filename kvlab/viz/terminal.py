@@ -60,7 +60,11 @@ class _Null:
 
 
 def _cell_text(cell: BlockCell, width: int) -> Text:
-    mark = superscript(cell.ref_cnt) if cell.status is BlockStatus.IN_USE else STATUS_GLYPHS[cell.status]
+    mark = (
+        superscript(cell.ref_cnt)
+        if cell.status is BlockStatus.IN_USE
+        else STATUS_GLYPHS[cell.status]
+    )
     label = f"{cell.block_id:>{width}}{mark:<2}".replace(" ", NBSP)
     return Text(f"{NBSP}{label}", style=status_style(cell.status, cell.ref_cnt))
 

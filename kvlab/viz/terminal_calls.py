@@ -101,7 +101,11 @@ def render_hash_chain(
         first, last = tree.position[path[0]], tree.position[path[-1]]
         line = Text("    " * level + ("└─ " if level else "NONE_HASH ─ "), style="dim")
         line.append(f"[{first}-{last}] ", style="dim")
-        line.append_text(Text(" → ").join(_hash_chip(tree, h, cached_blocks_of(state, h), state.num_groups) for h in path))
+        line.append_text(
+            Text(" → ").join(
+                _hash_chip(tree, h, cached_blocks_of(state, h), state.num_groups) for h in path
+            )
+        )
         if path[-1] in ends:
             line.append(f"  ⟵ {', '.join(ends[path[-1]])}", style="bold")
         lines.append(line)
@@ -143,7 +147,12 @@ def render_fixed_point(trace: Any, index: int) -> RenderableType:
                 continue
             text = f"{row.hit_length_in} → {row.hit_length_out}"
             style = f"bold {MISS}" if row.shortened else ""
-            cells.append(Text(text + (" ✂" if row.shortened else "") + (" (reused)" if row.reused else ""), style=style))
+            cells.append(
+                Text(
+                    text + (" ✂" if row.shortened else "") + (" (reused)" if row.reused else ""),
+                    style=style,
+                )
+            )
         table.add_row(*cells)
     result = call.result.get("num_new_computed_tokens")
     table.caption = Text(f"tokens · result: num_new_computed_tokens = {result}")
@@ -173,7 +182,10 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
     for c in range(nb * cpb):
         token = (c * bs) // cpb
         seg = next((s for s in layout.segments if s.start <= token < s.end), None)
-        bar.append("▏" if c % cpb == 0 else NBSP, style=f"#ffffff on {SEGMENT_COLOURS[seg.name]}" if seg else "")
+        bar.append(
+            "▏" if c % cpb == 0 else NBSP,
+            style=f"#ffffff on {SEGMENT_COLOURS[seg.name]}" if seg else "",
+        )
     for b in range(nb):
         ruler.append(f"{b:<{cpb}}"[:cpb])
     res = (
@@ -198,7 +210,12 @@ def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> Re
         ValueError: If before or after is negative.
     """
     state_at(trace, index)  # NOTE: validates index the same way every view does
-    lines = [Text(f"events {max(index - before, 0)}..{min(index + after, len(trace) - 1)} of {len(trace)}", style="bold")]
+    lines = [
+        Text(
+            f"events {max(index - before, 0)}..{min(index + after, len(trace) - 1)} of {len(trace)}",
+            style="bold",
+        )
+    ]
     if index < 0:
         lines.append(Text("▶ (before event 0: the initial state)", style="reverse bold"))
     for e in event_window(trace, index, before, after):

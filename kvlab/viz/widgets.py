@@ -101,7 +101,9 @@ class TracePlayer(anywidget.AnyWidget):
     @t.validate("speed")
     def _valid_speed(self, proposal: dict[str, Any]) -> float:
         if not 0 < proposal["value"] <= 1000:
-            raise t.TraitError(f"speed must be in (0, 1000] steps per second, got {proposal['value']}")
+            raise t.TraitError(
+                f"speed must be in (0, 1000] steps per second, got {proposal['value']}"
+            )
         return proposal["value"]
 
     @t.validate("views")
@@ -181,12 +183,12 @@ class TracePlayer(anywidget.AnyWidget):
 
     def next_kind(self, kind: EventKind | str | None = None) -> int:
         """To the next event of ``kind`` (default ``jump_kind``); returns the new index."""
-        self.index = self._nav.next_kind(self.index, kind or self.jump_kind)
+        self.index = self._nav.next_kind(self.index, self.jump_kind if kind is None else kind)
         return self.index
 
     def prev_kind(self, kind: EventKind | str | None = None) -> int:
         """To the previous event of ``kind`` (default ``jump_kind``); returns the new index."""
-        self.index = self._nav.prev_kind(self.index, kind or self.jump_kind)
+        self.index = self._nav.prev_kind(self.index, self.jump_kind if kind is None else kind)
         return self.index
 
     def seek(self, index: int) -> int:

@@ -10,12 +10,9 @@ live manager after every hook. After every rule, for every new event i:
 * the invariants hold for the replayed state (blocks mid-way through one BlockPool operation
   excused via ``trace.in_transit(i)``), with exact ref counts at call boundaries.
 
-One deliberate exception, from how vLLM's loops interleave: inside ``get_new_blocks`` a block's
-ref_cnt rises in the same loop that evicts the next one, and inside ``touch`` the ref_cnt of
-earlier blocks rises before the next block is removed from the queue; the hook reporting those
-increments (GET_NEW_BLOCKS / TOUCH) comes at the end of the loop. At the BLOCK_REMOVED /
-REMOVE events inside such a loop the live ref_cnt of that operation's blocks is already ahead,
-so those ref counts (and only those) are not compared there.
+There is no exception: kvlab's BlockPool evicts (or removes from the queue) every block of a
+``get_new_blocks`` / ``touch`` before counting any, so even inside those loops the live state
+equals the replayed one.
 """
 
 from __future__ import annotations
@@ -54,21 +51,6 @@ def _snapshotting(name: str):
 
 for _name in HOOK_KINDS:
     setattr(SnapshotRecorder, _name, _snapshotting(_name))
-
-
-def _masked(canon: dict[str, Any], blocks: set[int]) -> dict[str, Any]:
-    out = dict(canon)
-    out["ref_cnt"] = [None if i in blocks else r for i, r in enumerate(canon["ref_cnt"])]
-    return out
-
-
-def _loop_blocks(trace, i: int) -> set[int]:
-    """Blocks of the get_new_blocks / touch loop that event i sits inside (see module doc)."""
-    kind = int(trace.cols.kind[i])
-    if kind not in (K.BLOCK_REMOVED, K.REMOVE) or not trace.in_transit(i):
-        return set()
-    closing = trace.find([K.GET_NEW_BLOCKS, K.TOUCH], start=i)
-    return set(trace.payload(closing)) if closing is not None else set()
 
 
 class ReplayMachine(RuleBasedStateMachine):
@@ -151,8 +133,7 @@ class ReplayMachine(RuleBasedStateMachine):
             replayed = trace.state_at(i)
             live = self.rec.snapshots.get(i)
             if live is not None:
-                mask = _loop_blocks(trace, i)
-                got, want = _masked(replayed.canonical(), mask), _masked(live, mask)
+                got, want = replayed.canonical(), live
                 assert got == want, f"event {trace[i]}: replayed != live in " + ", ".join(
                     f"{k}: {got[k]} != {want[k]}" for k in got if got[k] != want[k]
                 )

@@ -67,7 +67,9 @@ def make_manager(num_blocks: int, sliding_window: int | None = None, **kw: Any) 
 def make_request(request_id: str, tokens: list[int]) -> Request:
     """A request whose block hashes use BLOCK_SIZE (build inside ``seeded_hashes``)."""
     hasher = get_request_block_hasher(BLOCK_SIZE, sha256)
-    return Request(request_id, list(tokens), SamplingParams(max_tokens=1000), None, block_hasher=hasher)
+    return Request(
+        request_id, list(tokens), SamplingParams(max_tokens=1000), None, block_hasher=hasher
+    )
 
 
 def admit(manager: KVCacheManager, req: Request) -> bool:
@@ -141,7 +143,9 @@ def serving_trace(num_blocks: int, num_events: int, seed: int = 0) -> Trace:
     tokens per step, and are freed at random; admission stops when the pool is full.
     """
     rng = random.Random(seed)
-    prefixes = [[rng.randrange(1000) for _ in range(BLOCK_SIZE * rng.randint(2, 12))] for _ in range(8)]
+    prefixes = [
+        [rng.randrange(1000) for _ in range(BLOCK_SIZE * rng.randint(2, 12))] for _ in range(8)
+    ]
     with seeded_hashes():
         m = make_manager(num_blocks)
         rec = Recorder().attach(m)

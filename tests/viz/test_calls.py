@@ -49,7 +49,9 @@ def test_slot_layout_rejects_other_calls(shared: Trace) -> None:
 def test_fixed_point_rows_agree_with_explain(hybrid: Trace) -> None:
     call = find_call(hybrid, 35, "get_computed_blocks")
     rows = fixed_point_rows(hybrid, call)
-    assert [(r.iteration, r.kv_cache_group_ids, r.hit_length_in, r.hit_length_out) for r in rows] == [
+    assert [
+        (r.iteration, r.kv_cache_group_ids, r.hit_length_in, r.hit_length_out) for r in rows
+    ] == [
         (0, (0,), 19, 16),
         (0, (1,), 16, 12),
     ]

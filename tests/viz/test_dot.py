@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from kvlab.trace import Trace
@@ -22,7 +24,7 @@ def test_free_queue_dot_exact(shared: Trace) -> None:
     hx = {b: state.key_bytes(state.block_hash[b])[:4].hex() for b in (3, 9, 8, 5)}
     expected = (
         "digraph free_block_queue {\n"
-        f'  graph [rankdir=LR, nodesep=0.2, ranksep=0.3, {GRAPH}, '
+        f"  graph [rankdir=LR, nodesep=0.2, ranksep=0.3, {GRAPH}, "
         'label="free_block_queue at event 62 · 6 free blocks"];\n'
         + HEAD
         + '  edge [dir=both, arrowsize=0.6, color="#555555"];\n'
@@ -45,16 +47,20 @@ def test_free_queue_dot_exact(shared: Trace) -> None:
 
 def test_free_queue_dot_lists_the_whole_queue_in_order(shared: Trace) -> None:
     dot = free_queue_dot(shared, 55)  # queue 2 4 3 9 8 7 6 5; block 2 is empty (free)
-    chain = [line.strip() for line in dot.splitlines() if "->" in line and "dir=forward" not in line]
+    chain = [
+        line.strip() for line in dot.splitlines() if "->" in line and "dir=forward" not in line
+    ]
     order = ["head", "b2", "b4", "b3", "b9", "b8", "b7", "b6", "b5", "tail"]
-    assert chain == [f"{a} -> {b};" for a, b in zip(order, order[1:])]
+    assert chain == [f"{a} -> {b};" for a, b in itertools.pairwise(order)]
     assert '  b2 [label="2", fillcolor="#d4d4d4", fontcolor="#000000"];' in dot
 
 
 def test_hash_chain_dot_exact(shared: Trace) -> None:
     h = [_hex(shared, i) for i in range(9)]
     c_chain = [2, 4, 5, 6, 7, 8, 3]
-    node = '  h{} [label="{}\\n{}", fillcolor="{}", fontcolor="#ffffff", fontname="Courier-Bold"];\n'
+    node = (
+        '  h{} [label="{}\\n{}", fillcolor="{}", fontcolor="#ffffff", fontname="Courier-Bold"];\n'
+    )
     expected = (
         "digraph hash_chain {\n"
         f'  graph [rankdir=LR, {GRAPH}, label="hash chains at event 30"];\n'
@@ -65,7 +71,7 @@ def test_hash_chain_dot_exact(shared: Trace) -> None:
         + node.format(1, h[1], "block 2", "#15803d")
         + "".join(node.format(i, h[i], "not cached", "#dc2626") for i in c_chain)
         + "  none -> h0;\n  h0 -> h1;\n  none -> h2;\n"
-        + "".join(f"  h{a} -> h{b};\n" for a, b in zip(c_chain, c_chain[1:]))
+        + "".join(f"  h{a} -> h{b};\n" for a, b in itertools.pairwise(c_chain))
         + '  r1 [label="a, b, d", shape=plaintext, style=solid, fontname="Helvetica"];\n'
         "  h1 -> r1 [style=dashed, arrowhead=none];\n"
         '  r3 [label="c", shape=plaintext, style=solid, fontname="Helvetica"];\n'

@@ -47,7 +47,9 @@ def test_positions_skip_stores_with_null_blocks() -> None:
     h = [bytes([i]) * 32 for i in range(3)]
     rec = Recorder(initial_state=KVState.fresh(8), config={"groups": [], "hash_block_size": 4})
     rec.cache_full_blocks("r", 0, 0, 3, [5], [make_block_hash_with_group_id(h[2], 0)])
-    rec.cache_full_blocks("q", 0, 0, 2, [6, 7], [make_block_hash_with_group_id(x, 0) for x in h[:2]])
+    rec.cache_full_blocks(
+        "q", 0, 0, 2, [6, 7], [make_block_hash_with_group_id(x, 0) for x in h[:2]]
+    )
     tree = build_hash_tree(rec.trace())
     assert "r" not in tree.chains and tree.chains["q"] == [1, 2]
 

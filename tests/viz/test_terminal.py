@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 
 import pytest
@@ -71,7 +72,7 @@ def test_pool_grid_limits_cells(hybrid: Trace) -> None:
 
 
 def test_colours_reach_the_terminal(shared: Trace) -> None:
-    console = Console(record=True, width=200, color_system="truecolor", file=open("/dev/null", "w"))
+    console = Console(record=True, width=200, color_system="truecolor", file=io.StringIO())
     console.print(render_free_queue(shared, 62))
     ansi = console.export_text(styles=True)
     assert "48;2;245;158;11" in ansi  # evictable blocks: amber #f59e0b background
@@ -80,7 +81,10 @@ def test_colours_reach_the_terminal(shared: Trace) -> None:
 def test_block_table_rows(hybrid: Trace) -> None:
     text = to_text(render_block_table(hybrid, 70), WIDE)
     rows = [re.findall(r"\d+∅?", line) for line in text.splitlines() if line.startswith("│ b")]
-    assert rows == [["0", "1", "2", "3", "9", "10", "13"], ["1", "0∅", "0∅", "0∅", "11", "12", "14"]]
+    assert rows == [
+        ["0", "1", "2", "3", "9", "10", "13"],
+        ["1", "0∅", "0∅", "0∅", "11", "12", "14"],
+    ]
     narrow = to_text(render_block_table(hybrid, 70, max_columns=4), WIDE)
     assert "+2" in narrow
     assert "no request holds blocks" in to_text(render_block_table(hybrid, -1))
@@ -128,8 +132,15 @@ def test_events_window_highlights_the_cursor(shared: Trace) -> None:
 
 def test_render_state_has_every_view(hybrid: Trace) -> None:
     text = to_text(render_state(hybrid, 45), 120)
-    for part in ("event 45 of 95", "free_block_queue", "block table", "allocate_slots [b]",
-                 "hybrid fixed point", "hash chains", "events 39..51"):
+    for part in (
+        "event 45 of 95",
+        "free_block_queue",
+        "block table",
+        "allocate_slots [b]",
+        "hybrid fixed point",
+        "hash chains",
+        "events 39..51",
+    ):
         assert part in text, part
     with pytest.raises(IndexError):
         render_state(hybrid, 95)
