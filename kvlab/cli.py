@@ -15,7 +15,11 @@ from pathlib import Path
 
 import click
 
+from kvlab.demo import DemoConfig
+
 __all__ = ["main"]
+
+_DEMO = DemoConfig()
 
 
 def _console():
@@ -39,10 +43,11 @@ def main() -> None:
 
 # ---------------------------------------------------------------------------------------- demo
 @main.command()
-@click.option("--blocks", "num_gpu_blocks", default=40, show_default=True,
+@click.option("--blocks", "num_gpu_blocks", default=_DEMO.num_gpu_blocks, show_default=True,
               help="Blocks in the pool (null block included).")
-@click.option("--block-size", default=16, show_default=True, help="Tokens per block.")
-@click.option("--max-tokens", default=32, show_default=True, help="Tokens generated per chat request.")
+@click.option("--block-size", default=_DEMO.block_size, show_default=True, help="Tokens per block.")
+@click.option("--max-tokens", default=_DEMO.max_tokens, show_default=True,
+              help="Tokens generated per chat request.")
 @click.option("--backend", type=click.Choice(["auto", "triton", "torch"]), default="auto",
               show_default=True, help="Attention backend (auto: Triton on CUDA, torch on CPU).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
@@ -59,7 +64,7 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from kvlab.demo import DemoConfig, run_demo
+    from kvlab.demo import run_demo
 
     _set_threads(threads)
     console = _console()

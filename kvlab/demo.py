@@ -57,12 +57,12 @@ BURST_PROMPTS = [
 class DemoConfig:
     """Sizes of the demo (defaults fit a 2-core laptop in well under 3 minutes)."""
 
-    num_gpu_blocks: int = 40
+    num_gpu_blocks: int = 24
     block_size: int = 16
     max_num_seqs: int = 4
     max_num_batched_tokens: int = 128
     max_tokens: int = 32
-    burst_max_tokens: int = 40
+    burst_max_tokens: int = 48
     attention_backend: str = "auto"
     quick: bool = False
 
@@ -171,23 +171,23 @@ def run_demo(config: DemoConfig = DemoConfig(), *, progress: Callable[[str, int,
 
     def params_for(name: str) -> Any:
         if name == "burst":
-            return SamplingParams(max_tokens=config.burst_max_tokens if not quick else 12, ignore_eos=True)
+            return SamplingParams(max_tokens=config.burst_max_tokens, ignore_eos=True)
         return params
 
     questions = SHARED_QUESTIONS[:2] if quick else SHARED_QUESTIONS
     prompts = [llm.chat_prompt([{"role": "user", "content": q}], SYSTEM_PROMPT) for q in questions]
     result.shared_prompt_ids = llm.tokenizer.encode(_system_prefix(llm), add_special_tokens=False)
-    _collect(result, "shared system prompt", act("shared system prompt", prompts))
+    _collect(result, "shared prompt", act("shared prompt", prompts))
 
     history: list[dict[str, str]] = []
     for turn in CHAT_TURNS[:2] if quick else CHAT_TURNS:
         history.append({"role": "user", "content": turn})
-        (out,) = act("multi-turn chat", [llm.chat_prompt(history, SYSTEM_PROMPT)])
-        _collect(result, "multi-turn chat", [out])
+        (out,) = act("multi-turn", [llm.chat_prompt(history, SYSTEM_PROMPT)])
+        _collect(result, "multi-turn", [out])
         history.append({"role": "assistant", "content": out.text})
 
     burst = [llm.chat_prompt([{"role": "user", "content": p}]) for p in BURST_PROMPTS]
-    _collect(result, "burst", act("burst", burst[:3] if quick else burst))
+    _collect(result, "burst", act("burst", burst))
     result.seconds = time.perf_counter() - t1
     return result
 

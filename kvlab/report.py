@@ -55,7 +55,7 @@ def _requests_table(result: Any) -> Table:
     for col, kw in [("request", {}), ("act", {}), ("prompt", {"justify": "right"}),
                     ("hit", {"justify": "right"}), ("hit %", {"justify": "right"}),
                     ("out", {"justify": "right"}), ("preempted", {"justify": "right"}),
-                    ("text", {"ratio": 1, "no_wrap": True})]:
+                    ("finish", {})]:
         table.add_column(col, **kw)
     for r in result.requests:
         pct = f"{100 * r.hit_rate:.0f}%"
@@ -63,7 +63,16 @@ def _requests_table(result: Any) -> Table:
         table.add_row(r.request_id, r.act, str(r.prompt_tokens), str(r.cached_tokens),
                       Text(pct, style=style), str(r.output_tokens),
                       Text(str(r.preemptions), style="bold red" if r.preemptions else ""),
-                      _ellipsis(r.text, 60))
+                      r.finish_reason or "")
+    return table
+
+
+def _texts(result: Any) -> Table:
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(ratio=1)
+    for r in result.requests:
+        table.add_row(r.request_id, _ellipsis(r.text, 150))
     return table
 
 
@@ -71,7 +80,6 @@ def _counts_panel(result: Any) -> Panel:
     from kvlab.demo import trace_counts
 
     c = trace_counts(result.trace)
-    stats = result.llm.kv_cache_manager.make_prefix_cache_stats()
     prompt = sum(r.prompt_tokens for r in result.requests)
     hit = sum(r.cached_tokens for r in result.requests)
     preempted = sum(r.preemptions for r in result.requests)
@@ -86,9 +94,6 @@ def _counts_panel(result: Any) -> Panel:
         f"evicted (BlockRemoved): {c['blocks_evicted']}",
         f"lookups: {c['lookups']} ({c['lookup_hits']} hits) · preemptions: {preempted}",
     ]
-    if stats is not None:
-        lines.append(f"PrefixCacheStats since the last read: {stats.requests} requests, "
-                     f"{stats.queries} tokens queried, {stats.hits} hit")
     return Panel("\n".join(lines), title="What the KV-cache manager did", title_align="left")
 
 
@@ -100,11 +105,12 @@ def print_demo_report(console: Console, result: Any, paths: dict[str, Path]) -> 
     last = len(trace) - 1
     console.rule("[bold]kvlab demo[/] · SmolLM2-135M-Instruct on kvlab's paged KV cache")
     console.print(_requests_table(result))
+    console.print(Panel(_texts(result), title="Generated text", title_align="left"))
     console.print(_counts_panel(result))
     console.print(Panel(render_pool_grid(trace, last), title="BlockPool at the end", title_align="left"))
     console.print(Panel(render_free_queue(trace, last), title="LRU free queue at the end",
                         title_align="left"))
-    shared = [r.request_id for r in result.requests if r.act == "shared system prompt"]
+    shared = [r.request_id for r in result.requests if r.act == "shared prompt"]
     console.print(Panel(render_hash_chain(trace, last, shared), title_align="left",
                         title="Hash chains of the shared-system-prompt requests (merged prefix drawn once)"))
     console.print(Text.assemble(("trace: ", "bold"), str(paths["trace"]), "   ",
@@ -163,13 +169,14 @@ def print_trace_info(console: Console, trace: Any, path: Path) -> None:
     from kvlab.trace import EventKind
 
     kinds = Counter(EventKind(int(k)).name for k in trace.cols.kind)
-    table = Table(title=f"{path} · {len(trace):,} events · {trace.bytes_per_event():.1f} bytes/event",
-                  title_justify="left")
+    head = Text(f"{path} · {len(trace):,} events · {trace.bytes_per_event:.1f} bytes/event in memory",
+                style="bold")
+    table = Table()
     table.add_column("event kind")
     table.add_column("count", justify="right")
     for name, count in kinds.most_common():
         table.add_row(name, f"{count:,}")
     calls = Counter(c.name for c in trace.calls())
     config = ", ".join(f"{k}={v}" for k, v in trace.config.items() if not isinstance(v, (list, dict)))
-    console.print(Group(Text(config, style="dim"), table,
+    console.print(Group(head, Text(config, style="dim"), table,
                         Text("calls: " + ", ".join(f"{k} ×{v}" for k, v in calls.most_common()))))

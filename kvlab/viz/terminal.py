@@ -32,7 +32,7 @@ from kvlab.viz.snapshot import (
 )
 
 __all__ = [
-    "NBSP",
+    "Flow",
     "render_block_table",
     "render_free_queue",
     "render_legend",
@@ -40,15 +40,12 @@ __all__ = [
     "to_text",
 ]
 
-NBSP = "\u00a0"
-"""Non-breaking space: pads cells so a wrapped line never splits one."""
-
 
 def to_text(renderable: RenderableType, width: int = 100) -> str:
-    """Render to plain text (no colours, non-breaking spaces as spaces) at ``width`` columns."""
+    """Render to plain text (no colours) at ``width`` columns."""
     console = Console(record=True, width=width, color_system=None, file=_Null())
     console.print(renderable)
-    return console.export_text().replace(NBSP, " ")
+    return console.export_text()
 
 
 class _Null:
@@ -65,27 +62,46 @@ def _cell_text(cell: BlockCell, width: int) -> Text:
         if cell.status is BlockStatus.IN_USE
         else STATUS_GLYPHS[cell.status]
     )
-    label = f"{cell.block_id:>{width}}{mark:<2}".replace(" ", NBSP)
-    return Text(f"{NBSP}{label}", style=status_style(cell.status, cell.ref_cnt))
+    return Text(
+        f" {cell.block_id:>{width}}{mark:<2}", style=status_style(cell.status, cell.ref_cnt)
+    )
 
 
-class _CellGrid:
-    """Cells laid out left to right, wrapped to the console width."""
+class Flow:
+    """Items laid out left to right and wrapped between items, never inside one.
 
-    def __init__(self, cells: list[Text]) -> None:
-        self.cells = cells
+    rich wraps a Text at any whitespace (non-breaking spaces included); a block cell, a queue
+    link or a legend entry must stay whole, so lines are packed here instead.
+
+    Args:
+        items: The pieces, in order.
+        sep: Put between two items on one line.
+        indent: Prefix of every line after the first.
+        empty: Shown when there are no items.
+    """
+
+    def __init__(
+        self, items: list[Text], sep: str = " ", indent: str = "", empty: str = "(none)"
+    ) -> None:
+        self.items, self.sep, self.indent, self.empty = items, sep, indent, empty
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        if not self.cells:
-            yield Text("(none)", style="dim")
+        if not self.items:
+            yield Text(self.empty, style="dim")
             return
-        step = self.cells[0].cell_len + 1
-        per_row = max(1, (options.max_width + 1) // step)
-        for start in range(0, len(self.cells), per_row):
-            yield Text(" ").join(self.cells[start : start + per_row])
+        line, filled, width = Text(), False, options.max_width
+        for item in self.items:
+            if filled and line.cell_len + len(self.sep) + item.cell_len > width:
+                yield line
+                line, filled = Text(self.indent), False
+            elif filled:
+                line.append(self.sep)
+            line.append_text(item)
+            filled = True
+        yield line
 
 
-def render_legend(statuses: Iterable[BlockStatus] | None = None) -> Text:
+def render_legend(statuses: Iterable[BlockStatus] | None = None) -> Flow:
     """One line: a swatch and a label per block status (all statuses by default)."""
     samples = {
         BlockStatus.NULL: "0∅",
@@ -99,12 +115,9 @@ def render_legend(statuses: Iterable[BlockStatus] | None = None) -> Text:
         items.append((samples[status], STATUS_LABELS[status], status_style(status)))
         if status is BlockStatus.IN_USE:
             items.append(("7²", "shared (ref_cnt ≥ 2)", status_style(status, 2)))
-    parts = []
-    for sample, label, style in items:
-        # NOTE: non-breaking spaces keep each swatch and its label on one line when wrapped.
-        parts.append(Text(f"{NBSP}{sample}{NBSP}", style=style))
-        parts.append(Text(NBSP + label.replace(" ", NBSP) + "   "))
-    return Text.assemble(*parts)
+    return Flow(
+        [Text(f" {s} ", style=style) + Text(f" {label}") for s, label, style in items], "   "
+    )
 
 
 def _counts_line(cells: list[BlockCell]) -> Text:
@@ -149,12 +162,12 @@ def render_pool_grid(
         owners = [c.kv_cache_group_id for c in shown]
         for g in range(num_groups):
             parts.append(Text(group_label(trace.config, g), style="bold underline"))
-            parts.append(_CellGrid([_cell_text(c, width) for c, o in zip(shown, owners) if o == g]))
+            parts.append(Flow([_cell_text(c, width) for c, o in zip(shown, owners) if o == g]))
         parts.append(Text("null block and unowned free blocks", style="bold underline"))
         rest = [c for c, o in zip(shown, owners) if o is None]
-        parts.append(_CellGrid([_cell_text(c, width) for c in rest]))
+        parts.append(Flow([_cell_text(c, width) for c in rest]))
     else:
-        parts.append(_CellGrid([_cell_text(c, width) for c in shown]))
+        parts.append(Flow([_cell_text(c, width) for c in shown]))
     if len(cells) > max_blocks:
         parts.append(Text(f"… blocks {max_blocks}..{len(cells) - 1} not drawn", style="dim"))
     if legend:
@@ -164,7 +177,7 @@ def render_pool_grid(
 
 def _queue_chip(block_id: int, status: BlockStatus) -> Text:
     mark = STATUS_GLYPHS[status]
-    return Text(f"{NBSP}{block_id}{mark}{NBSP}", style=status_style(status))
+    return Text(f" {block_id}{mark} ", style=status_style(status))
 
 
 def render_free_queue(trace: Any, index: int, max_blocks: int = 32) -> RenderableType:
@@ -191,19 +204,16 @@ def render_free_queue(trace: Any, index: int, max_blocks: int = 32) -> Renderabl
         "(least recently freed first)",
         style="bold",
     )
-    row = Text.assemble(Text("evicts first ◀ ", style="bold #dc2626"), Text("HEAD", style="bold"))
-    for b in window.head:
-        row.append(" ⇄ ")
-        row.append_text(_queue_chip(b, statuses[b]))
+    items = [Text("evicts first ◀", style="bold #dc2626"), Text("HEAD", style="bold")]
+    items += [Text("⇄ ") + _queue_chip(b, statuses[b]) for b in window.head]
     if window.num_hidden:
-        row.append(f" ⇄ …{NBSP}{window.num_hidden}{NBSP}more{NBSP}…", style="italic")
-    for b in window.tail:
-        row.append(" ⇄ ")
-        row.append_text(_queue_chip(b, statuses[b]))
-    row.append(" ⇄ ")
-    row.append("TAIL", style="bold")
-    row.append(" ◀ free_blocks appends here", style="dim")
-    return Group(title, row)
+        items.append(Text(f"⇄ … {window.num_hidden} more …", style="italic"))
+    items += [Text("⇄ ") + _queue_chip(b, statuses[b]) for b in window.tail]
+    items += [
+        Text("⇄ ") + Text("TAIL", style="bold"),
+        Text("◀ free_blocks appends here", style="dim"),
+    ]
+    return Group(title, Flow(items, indent="    "))
 
 
 def render_block_table(trace: Any, index: int, max_columns: int = 16) -> RenderableType:
@@ -226,22 +236,24 @@ def render_block_table(trace: Any, index: int, max_columns: int = 16) -> Rendera
         return Text("block table: no request holds blocks", style="dim")
     statuses = block_statuses(state)
     widest = max(len(r.block_ids) for r in rows)
+    ncols = max(1, min(widest, max_columns))  # NOTE: an empty block list still gets a cell
+    hybrid = int(trace.config.get("num_groups") or 1) > 1
     table = Table(title="block table (req_to_blocks)", title_style="bold", show_lines=False)
     table.add_column("request", style="bold")
-    if int(trace.config.get("num_groups") or 1) > 1:
+    if hybrid:
         table.add_column("group")
-    for j in range(min(widest, max_columns)):
+    for j in range(ncols):
         table.add_column(str(j), justify="right")
     if widest > max_columns:
         table.add_column("…")
     for r in rows:
-        cells: list[Any] = [Text(r.request_id)]
-        if int(trace.config.get("num_groups") or 1) > 1:
-            cells.append(str(r.kv_cache_group_id))
+        cells: list[Any] = [Text(r.request_id)] + ([str(r.kv_cache_group_id)] if hybrid else [])
         for b in r.block_ids[:max_columns]:
             glyph = STATUS_GLYPHS[statuses[b]] if statuses[b] is BlockStatus.NULL else ""
             cells.append(Text(f"{b}{glyph}", style=status_style(statuses[b], state.ref_cnt[b])))
-        cells += [""] * (min(widest, max_columns) - min(len(r.block_ids), max_columns))
+        if not r.block_ids:
+            cells.append(Text("(empty)", style="dim"))
+        cells += [""] * (ncols - max(min(len(r.block_ids), max_columns), 1))
         if widest > max_columns:
             extra = len(r.block_ids) - max_columns
             cells.append(f"+{extra}" if extra > 0 else "")

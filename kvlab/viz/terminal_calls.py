@@ -26,13 +26,14 @@ from kvlab.viz.hash_tree import HashTree, build_hash_tree, cached_blocks_of
 from kvlab.viz.palette import HIT, MISS, SEGMENT_COLOURS
 from kvlab.viz.snapshot import group_label, state_at
 from kvlab.viz.terminal import (
-    NBSP,
+    Flow,
     render_block_table,
     render_free_queue,
     render_pool_grid,
 )
 
 __all__ = [
+    "focus_requests",
     "render_allocate_slots",
     "render_events",
     "render_fixed_point",
@@ -45,9 +46,9 @@ K = EventKind
 
 def _hash_chip(tree: HashTree, h: int, cached: dict[int, tuple[int, ...]], num_groups: int) -> Text:
     if not cached:
-        return Text(f"{NBSP}{tree.hashes[h]}{NBSP}✗{NBSP}", style=f"bold #ffffff on {MISS}")
+        return Text(f" {tree.hashes[h]} ✗ ", style=f"bold #ffffff on {MISS}")
     ids = "/".join(str(cached[g][0]) if g in cached else "✗" for g in range(max(num_groups, 1)))
-    return Text(f"{NBSP}{tree.hashes[h]}{NBSP}✓{ids}{NBSP}", style=f"bold #ffffff on {HIT}")
+    return Text(f" {tree.hashes[h]} ✓{ids} ", style=f"bold #ffffff on {HIT}")
 
 
 def _segments(children: dict[int, list[int]], start: int, ends: dict[int, list[str]]) -> list[int]:
@@ -82,39 +83,42 @@ def render_hash_chain(
     """
     state = state_at(trace, index)
     tree = build_hash_tree(trace)
-    children = tree.children(requests)
-    ends: dict[int, list[str]] = {}
-    for r in tree.chains if requests is None else requests:
-        ends.setdefault(tree.chains[r][-1], []).append(r)
-    lines: list[Text] = [
-        Text("hash chains (block_hash, short hex) · ", style="bold")
-        + Text(f"{NBSP}✓ cached: hit{NBSP}", style=f"bold #ffffff on {HIT}")
-        + Text(" ")
-        + Text(f"{NBSP}✗ not cached: miss{NBSP}", style=f"bold #ffffff on {MISS}")
+    children, ends = tree.children(requests), tree.chain_ends(requests)
+    header = [
+        Text("hash chains (block_hash, short hex) ·", style="bold"),
+        Text(" ✓ cached: hit ", style=f"bold #ffffff on {HIT}"),
+        Text(" ✗ not cached: miss ", style=f"bold #ffffff on {MISS}"),
     ]
-    budget = max_nodes
+    lines: list[RenderableType] = [Flow(header)]
+    budget, cut = max_nodes, False
     stack = [(h, 0) for h in reversed(children.get(-1, []))]
     while stack and budget > 0:
         start, level = stack.pop()
-        path = _segments(children, start, ends)[:budget]
+        path = _segments(children, start, ends)
+        cut = cut or len(path) > budget
+        path = path[:budget]
         budget -= len(path)
-        first, last = tree.position[path[0]], tree.position[path[-1]]
-        line = Text("    " * level + ("└─ " if level else "NONE_HASH ─ "), style="dim")
-        line.append(f"[{first}-{last}] ", style="dim")
-        line.append_text(
-            Text(" → ").join(
-                _hash_chip(tree, h, cached_blocks_of(state, h), state.num_groups) for h in path
-            )
-        )
-        if path[-1] in ends:
-            line.append(f"  ⟵ {', '.join(ends[path[-1]])}", style="bold")
-        lines.append(line)
+        lines.append(_chain_line(tree, state, path, level, ends))
         stack.extend((h, level + 1) for h in reversed(children.get(path[-1], [])))
-    if stack or budget <= 0:
+    if stack or cut:
         lines.append(Text(f"… more hashes not drawn (max_nodes={max_nodes})", style="dim"))
     if len(lines) == 1:
         lines.append(Text("no request hash chain is known from this trace", style="dim"))
     return Group(*lines)
+
+
+def _chain_line(
+    tree: HashTree, state: Any, path: list[int], level: int, ends: dict[int, list[str]]
+) -> Flow:
+    """One unbranched run of hashes: indent, block positions, chips, requests ending there."""
+    first, last = tree.position[path[0]], tree.position[path[-1]]
+    pad = "    " * level
+    items = [Text(pad + ("└─ " if level else "NONE_HASH ─ ") + f"[{first}-{last}]", style="dim")]
+    chips = [_hash_chip(tree, h, cached_blocks_of(state, h), state.num_groups) for h in path]
+    items += [chips[0]] + [Text("→ ") + chip for chip in chips[1:]]
+    if path[-1] in ends:
+        items.append(Text(f" ⟵ {', '.join(ends[path[-1]])}", style="bold"))
+    return Flow(items, indent=pad + "      ")
 
 
 def render_fixed_point(trace: Any, index: int) -> RenderableType:
@@ -183,7 +187,7 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
         token = (c * bs) // cpb
         seg = next((s for s in layout.segments if s.start <= token < s.end), None)
         bar.append(
-            "▏" if c % cpb == 0 else NBSP,
+            "▏" if c % cpb == 0 else " ",
             style=f"#ffffff on {SEGMENT_COLOURS[seg.name]}" if seg else "",
         )
     for b in range(nb):
@@ -194,10 +198,14 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
         f"num_blocks_to_allocate = {layout.num_blocks_to_allocate}"
     )  # fmt: skip
     title = Text(f"allocate_slots [{call.request}] at event #{call.begin} · {res}", style="bold")
-    legend = Text()
-    for s in layout.segments:
-        legend.append(f"{NBSP}{s.name}{NBSP}", style=f"bold #ffffff on {SEGMENT_COLOURS[s.name]}")
-        legend.append(f"{NBSP}{s.num_tokens}{NBSP}tokens:{NBSP}{s.meaning.replace(' ', NBSP)}   ")
+    legend = Flow(
+        [
+            Text(f" {s.name} ", style=f"bold #ffffff on {SEGMENT_COLOURS[s.name]}")
+            + Text(f" {s.num_tokens} tokens: {s.meaning}")
+            for s in layout.segments
+        ],
+        "   ",
+    )
     note = Text(f"block_size = {bs} tokens; ruler = logical block index", style="dim")
     return Group(title, bar, ruler, legend, note)
 
@@ -231,12 +239,34 @@ def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> Re
     return Group(*lines)
 
 
+def focus_requests(trace: Any, index: int, limit: int = 8) -> list[str]:
+    """The requests whose hash chains a summary shows: every request with a known chain when
+    there are at most ``limit``, else those holding blocks at ``index`` (at most ``limit``).
+
+    Raises:
+        IndexError: If ``index`` is not in [-1, len(trace)).
+    """
+    state = state_at(trace, index)
+    chains = build_hash_tree(trace).chains
+    if len(chains) <= limit:
+        return list(chains)
+    holding = sorted({r for g in state.req_to_blocks for r in g})
+    names = [state.tables.request_id(r) for r in holding]
+    return [r for r in names if r in chains][:limit]
+
+
 def render_state(trace: Any, index: int, requests: list[str] | None = None) -> RenderableType:
     """Every view of event ``index``: header, pool grid, free queue, block table, the current
     allocate_slots layout, the hybrid fixed point (hybrid traces), hash chains and events.
 
+    Args:
+        trace: A kvlab.trace.Trace.
+        index: Event index (-1 = the initial state).
+        requests: Requests for the hash chains (None = ``focus_requests``).
+
     Raises:
         IndexError: If ``index`` is not in [-1, len(trace)).
+        KeyError: If a named request has no known hash chain.
     """
     state_at(trace, index)
     what = str(trace[index]) if index >= 0 else "initial state (before event 0)"
@@ -249,5 +279,6 @@ def render_state(trace: Any, index: int, requests: list[str] | None = None) -> R
     ]
     if int(trace.config.get("num_groups") or 1) > 1:
         parts.append(render_fixed_point(trace, index))
-    parts += [render_hash_chain(trace, index, requests), render_events(trace, index)]
+    chosen = focus_requests(trace, index) if requests is None else requests
+    parts += [render_hash_chain(trace, index, chosen), render_events(trace, index)]
     return Group(*[p for pair in zip(parts, [Text("")] * len(parts)) for p in pair][:-1])

@@ -57,3 +57,12 @@ def test_positions_skip_stores_with_null_blocks() -> None:
 def test_cached_blocks_of_reads_the_cached_map(shared: Trace) -> None:
     assert cached_blocks_of(shared.state_at(20), 1) == {0: (2,)}
     assert cached_blocks_of(shared.state_at(38), 1) == {}  # evicted at event 38
+
+
+def test_preorder_and_chain_ends(shared: Trace) -> None:
+    tree = build_hash_tree(shared)
+    c = tree.chains["c"]
+    assert tree.preorder() == [0, 1, *c]
+    assert tree.preorder(["c"]) == c
+    assert tree.chain_ends() == {1: ["a", "b", "d"], c[-1]: ["c"]}
+    assert tree.chain_ends(["d"]) == {1: ["d"]}

@@ -144,3 +144,40 @@ def test_render_state_has_every_view(hybrid: Trace) -> None:
         assert part in text, part
     with pytest.raises(IndexError):
         render_state(hybrid, 95)
+
+
+def test_hash_chain_node_budget(shared: Trace) -> None:
+    assert "more hashes not drawn" not in to_text(render_hash_chain(shared, 30, max_nodes=9), WIDE)
+    cut = to_text(render_hash_chain(shared, 30, max_nodes=8), WIDE)
+    assert "more hashes not drawn (max_nodes=8)" in cut and cut.count("→") == 1 + 5
+
+
+def test_block_table_shows_an_empty_block_list(hybrid: Trace) -> None:
+    # event 45: b's sliding-window list was created empty (event 41), group 0 not yet added
+    text = to_text(render_block_table(hybrid, 45), WIDE)
+    assert re.search(r"│ b\s+│ 1\s+│ \(empty\) │", text)
+
+
+def test_wrapping_never_splits_a_cell_or_chip(hybrid: Trace) -> None:
+    order = hybrid.state_at(-1).free_queue_order()
+    narrow = to_text(render_free_queue(hybrid, -1, max_blocks=64), 30)
+    assert _queue_ids(narrow) == (order, 0)  # ids are read back whole from wrapped lines
+    lines = narrow.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("evicts first"))
+    for line in lines[start + 1 : -1]:
+        assert line.startswith("    ⇄") and len(line.rstrip()) <= 30, line
+    legend = to_text(render_pool_grid(hybrid, -1, legend=True), 40).splitlines()
+    assert "  in transit (mid-operation)" in "\n".join(legend)
+
+
+def test_focus_requests(shared: Trace) -> None:
+    from _viz_traces import serving_trace
+
+    from kvlab.viz import focus_requests
+
+    assert focus_requests(shared, 30) == ["a", "b", "c", "d"]
+    big = serving_trace(64, 1500, seed=2)
+    state = big.state_at(1000)
+    holders = {state.tables.request_id(r) for g in state.req_to_blocks for r in g}
+    chosen = focus_requests(big, 1000, limit=3)
+    assert 0 < len(chosen) <= 3 and set(chosen) <= holders

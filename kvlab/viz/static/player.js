@@ -62,7 +62,7 @@ function toolbar(act) {
 
 function render({ model, el: root }) {
   const { T, R, firstSeen } = loaded(model);
-  let timer = null, warmTimer = null, lastDrawn = null, frame = null;
+  let timer = null, warmTimer = null, lastDrawn = null, frame = null, poolWidth = 0;
   const caption = el("div", { cls: "kvlab-caption" });
   const scrubber = el("input", { type: "range", min: "-1", max: String(T.n - 1), step: "1", cls: "kvlab-scrubber",
     "aria-label": "event index" });
@@ -122,7 +122,8 @@ function render({ model, el: root }) {
     for (const [name, box] of Object.entries(panels)) box.hidden = !views.has(name);
     if (views.has("pool")) {
       poolTitle.textContent = `BlockPool · ${T.numBlocks} blocks · ${s.numFree} in the free queue`;
-      grid = drawPool(canvas, T, s, Math.max(panels.pool.clientWidth, 320) || 880);
+      poolWidth = panels.pool.clientWidth;  // 0 while not yet in the page
+      grid = drawPool(canvas, T, s, poolWidth || 880);
     }
     if (views.has("free_queue")) drawFreeQueue(panels.free_queue, T, s, model.get("max_queue"));
     if (views.has("block_table")) drawBlockTable(panels.block_table, T, s);
@@ -159,7 +160,7 @@ function render({ model, el: root }) {
     caption, panels.pool, panels.free_queue, panels.block_table, panels.hash_chain, panels.events);
   root.replaceChildren(wrap);
   // Testing hook (browser tests, benchmarks): the decoded trace, the replayer, the moves.
-  root.kvlabPlayer = { T, R, act, draw, state: () => R.stateAt(model.get("index")) };
+  root.kvlabPlayer = { T, R, act, draw, seek: go, state: () => R.stateAt(model.get("index")) };
 
   const redraw = () => draw(true);
   const onPlaying = () => setPlaying(model.get("playing"));
@@ -171,8 +172,12 @@ function render({ model, el: root }) {
   if (model.get("playing")) setPlaying(true);
   const warm = () => { if (!R.warm(12)) warmTimer = setTimeout(warm, 0); };
   warmTimer = setTimeout(warm, 0);
+  // Redraw the grid when the page gives the player another width (or first lays it out).
+  const resize = typeof ResizeObserver === "undefined" ? null
+    : new ResizeObserver(() => { if (panels.pool.clientWidth !== poolWidth) draw(true); });
+  resize?.observe(wrap);
   return () => {
-    clearInterval(timer); clearTimeout(warmTimer);
+    clearInterval(timer); clearTimeout(warmTimer); resize?.disconnect();
     model.off("change:index", onIndex); model.off("change:playing", onPlaying);
     for (const name of ["views", "requests", "max_queue"]) model.off(`change:${name}`, redraw);
   };
