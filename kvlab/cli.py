@@ -22,10 +22,10 @@ __all__ = ["main"]
 _DEMO = DemoConfig()
 
 
-def _console():
+def _console(record: bool = False):
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, record=record)
 
 
 def _set_threads(threads: int | None) -> None:
@@ -60,14 +60,15 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
 
     Shared system prompts hit each other's blocks, a multi-turn chat hits its earlier turns,
     and a burst of long prompts in a small pool forces eviction and preemption. Writes
-    OUT/demo.kvtrace and OUT/demo.html (a self-contained player).
+    OUT/demo.kvtrace, OUT/demo.html (a self-contained player), OUT/summary.json and
+    OUT/report.svg (this report as a picture).
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kvlab.demo import run_demo
 
     _set_threads(threads)
-    console = _console()
+    console = _console(record=True)
     cfg = DemoConfig(num_gpu_blocks=num_gpu_blocks, block_size=block_size, max_tokens=max_tokens,
                      attention_backend=backend, quick=quick)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
@@ -83,7 +84,9 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
     from kvlab.report import print_demo_report, write_demo_files
 
     paths = write_demo_files(result, out_dir)
+    console.export_text(clear=True)  # keep only the report (not the progress bar) for the SVG
     print_demo_report(console, result, paths)
+    console.save_svg(str(out_dir / "report.svg"), title="kvlab demo")
 
 
 # ------------------------------------------------------------------------------------ generate

@@ -96,6 +96,8 @@ class DemoResult:
     shared_prompt_ids: list[int] = field(default_factory=list)
     seconds: float = 0.0
     load_seconds: float = 0.0
+    act_end: dict[str, int] = field(default_factory=dict)
+    """Index of the last event recorded in each act (to draw the cache as each act ended)."""
 
     @property
     def trace(self):
@@ -167,7 +169,9 @@ def run_demo(config: DemoConfig = DemoConfig(), *, progress: Callable[[str, int,
             if progress is not None:
                 progress(name, done, total)
 
-        return llm.generate(prompts, params_for(name), callback=cb)
+        outputs = llm.generate(prompts, params_for(name), callback=cb)
+        result.act_end[name] = len(llm.recorder) - 1 if llm.recorder is not None else -1
+        return outputs
 
     def params_for(name: str) -> Any:
         if name == "burst":

@@ -111,8 +111,10 @@ def print_demo_report(console: Console, result: Any, paths: dict[str, Path]) -> 
     console.print(Panel(render_free_queue(trace, last), title="LRU free queue at the end",
                         title_align="left"))
     shared = [r.request_id for r in result.requests if r.act == "shared prompt"]
-    console.print(Panel(render_hash_chain(trace, last, shared), title_align="left",
-                        title="Hash chains of the shared-system-prompt requests (merged prefix drawn once)"))
+    at = result.act_end.get("shared prompt", last)
+    console.print(Panel(render_hash_chain(trace, at, shared), title_align="left",
+                        title=f"Hash chains of the shared-prompt requests when act 1 ended (event {at}): "
+                              "the common prefix is drawn once"))
     console.print(Text.assemble(("trace: ", "bold"), str(paths["trace"]), "   ",
                                 ("player: ", "bold"), str(paths["html"]), "   ",
                                 ("summary: ", "bold"), str(paths["summary"])))

@@ -160,7 +160,7 @@ function render({ model, el: root }) {
     caption, panels.pool, panels.free_queue, panels.block_table, panels.hash_chain, panels.events);
   root.replaceChildren(wrap);
   // Testing hook (browser tests, benchmarks): the decoded trace, the replayer, the moves.
-  root.kvlabPlayer = { T, R, act, draw, seek: go, state: () => R.stateAt(model.get("index")) };
+  root.kvlabPlayer = { T, R, model, act, draw, seek: go, state: () => R.stateAt(model.get("index")) };
 
   const redraw = () => draw(true);
   const onPlaying = () => setPlaying(model.get("playing"));

@@ -56,10 +56,14 @@ export function cellSize(n) { return n <= 128 ? 40 : n <= 512 ? 26 : n <= 2048 ?
 export function drawPool(canvas, T, s, width) {
   const N = T.numBlocks, cell = cellSize(N), cols = Math.max(1, Math.floor(width / cell));
   const rows = Math.ceil(N / cols), dpr = globalThis.devicePixelRatio || 1;
-  canvas.style.width = `${cols * cell}px`; canvas.style.height = `${rows * cell}px`;
-  canvas.width = cols * cell * dpr; canvas.height = rows * cell * dpr;
+  if (canvas.width !== cols * cell * dpr || canvas.height !== rows * cell * dpr) {
+    // NOTE: resizing reallocates the backing store; only do it when the grid's shape changes.
+    canvas.style.width = `${cols * cell}px`; canvas.style.height = `${rows * cell}px`;
+    canvas.width = cols * cell * dpr; canvas.height = rows * cell * dpr;
+  }
   const ctx = canvas.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, cols * cell, rows * cell);
   const owner = T.numGroups > 1 ? ownerGroups(T, s) : null, gap = cell >= 13 ? 2 : 1;
   ctx.textAlign = "center"; ctx.textBaseline = "middle";
   for (let b = 0; b < N; b++) {
