@@ -254,7 +254,8 @@ class KVCacheManager:
         if rec is not None:
             args = (request.num_computed_tokens, num_new_computed_tokens,
                     num_external_computed_tokens, num_new_tokens, num_lookahead_tokens,
-                    num_encoder_tokens, bool(delay_cache_blocks))  # fmt: skip
+                    num_encoder_tokens, bool(delay_cache_blocks),
+                    bool(full_sequence_must_fit))  # fmt: skip
             rec.begin_call("allocate_slots", request.request_id, tuple(int(a) for a in args))
         new_blocks, num_blocks_to_allocate = self._allocate_slots(
             request, *counts, blocks_list, delay_cache_blocks, full_sequence_must_fit

@@ -40,7 +40,8 @@ name                     args                                                   
 get_computed_blocks      (num_tokens, num_block_hashes)                                  (num_new_computed_tokens,)
 allocate_slots           (num_computed_tokens, num_new_computed_tokens,                  (1, num_blocks_to_allocate)
                          num_external_computed_tokens, num_new_tokens,                   or (0, num_blocks_to_allocate)
-                         num_lookahead_tokens, num_encoder_tokens, delay_cache_blocks)   when it returns None
+                         num_lookahead_tokens, num_encoder_tokens, delay_cache_blocks,   when it returns None
+                         full_sequence_must_fit)
 free                     ()                                                              ()
 remove_skipped_blocks    (total_computed_tokens,)                                        ()
 cache_blocks             (num_computed_tokens,)                                          ()

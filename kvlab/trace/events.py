@@ -276,9 +276,9 @@ CALL_SPECS: dict[str, CallSpec] = {
     "allocate_slots": _spec(
         1,
         "num_computed_tokens num_new_computed_tokens num_external_computed_tokens num_new_tokens "
-        "num_lookahead_tokens num_encoder_tokens delay_cache_blocks",
+        "num_lookahead_tokens num_encoder_tokens delay_cache_blocks full_sequence_must_fit",
         "allocated num_blocks_to_allocate",
-        (0, 3, 1, 2, 4, 5, 6),
+        (0, 3, 1, 2, 4, 5, 6, 7),
     ),
     "free": _spec(2, "", ""),
     "remove_skipped_blocks": _spec(3, "total_computed_tokens", ""),

@@ -332,9 +332,9 @@ def test_recorder_brackets_every_call_with_its_arguments():
     assert brackets == [
         ("begin_call", "get_computed_blocks", "r", (10, 2)),
         ("end_call", "get_computed_blocks", (0,)),
-        ("begin_call", "allocate_slots", "r", (0, 0, 0, 10, 1, 0, 0)),
+        ("begin_call", "allocate_slots", "r", (0, 0, 0, 10, 1, 0, 0, 0)),
         ("end_call", "allocate_slots", (1, 3)),
-        ("begin_call", "allocate_slots", "big", (0, 0, 0, 20, 0, 0, 0)),
+        ("begin_call", "allocate_slots", "big", (0, 0, 0, 20, 0, 0, 0, 0)),
         ("end_call", "allocate_slots", (0, 5)),
         ("begin_call", "cache_blocks", "r", (10,)),
         ("end_call", "cache_blocks", ()),

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from kvlab.trace import KVState, Recorder
 from kvlab.trace.events import CALL_SPECS, VERBATIM
 
-ARGS = st.lists(st.integers(0, 5), min_size=7, max_size=7).map(tuple)
+ARGS = st.lists(st.integers(0, 5), min_size=8, max_size=8).map(tuple)
 
 
 @settings(max_examples=60, deadline=None)

@@ -64,10 +64,12 @@ def test_call_ids_are_distinct_and_dense() -> None:
 
 def test_decode_step_allocate_slots_packs_without_payload() -> None:
     spec = CALL_SPECS["allocate_slots"]
-    # (num_computed_tokens, new_comp, ext_comp, num_new_tokens, lookahead, encoder, delay)
-    assert spec.pack_args((37, 0, 0, 1, 0, 0, 0)) == (37, 1, ())
-    assert spec.pack_args((0, 32, 0, 5, 0, 0, 0)) == (0, 5, (32,))
-    assert spec.pack_args((0, 0, 0, 5, 2, 0, 1)) == (0, 5, (0, 0, 2, 0, 1))
+    # (num_computed_tokens, new_comp, ext_comp, num_new_tokens, lookahead, encoder, delay,
+    #  full_sequence_must_fit)
+    assert spec.pack_args((37, 0, 0, 1, 0, 0, 0, 0)) == (37, 1, ())
+    assert spec.pack_args((0, 32, 0, 5, 0, 0, 0, 0)) == (0, 5, (32,))
+    assert spec.pack_args((0, 0, 0, 5, 2, 0, 1, 0)) == (0, 5, (0, 0, 2, 0, 1))
+    assert spec.pack_args((0, 32, 0, 5, 0, 0, 0, 1)) == (0, 5, (32, 0, 0, 0, 0, 1))
 
 
 @pytest.mark.parametrize("name", sorted(CALL_SPECS))

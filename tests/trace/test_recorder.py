@@ -16,7 +16,7 @@ H1, H2 = b"\x01" * 32, b"\x02" * 32
 
 
 def _stream(rec: Recorder) -> None:
-    rec.begin_call("allocate_slots", "r0", (0, 0, 0, 8, 0, 0, 0))
+    rec.begin_call("allocate_slots", "r0", (0, 0, 0, 8, 0, 0, 0, 0))
     rec.req_blocks_add("r0", 0, [])
     rec.popleft_n([1, 2])
     rec.get_new_blocks([1, 2])

@@ -145,7 +145,7 @@ function render({ model, el: root }) {
   const keys = { ArrowRight: "into", ArrowLeft: "back", ArrowUp: "out", Home: "start", End: "end", " ": "play" };
   const wrap = el("div", { cls: "kvlab-player", tabindex: "0" });
   wrap.addEventListener("keydown", (e) => {
-    if (e.target.tagName === "SELECT" || e.target.tagName === "INPUT" && e.key === " ") return;
+    if (e.target.tagName === "SELECT" || e.target.tagName === "INPUT") return;  // their own keys
     const move = e.shiftKey && e.key === "ArrowRight" ? "over" : e.shiftKey && e.key === "ArrowLeft" ? "back_over" : keys[e.key];
     if (move) { e.preventDefault(); act(move); }
   });
