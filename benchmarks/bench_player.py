@@ -1,6 +1,6 @@
 """Benchmark of the trace player's JavaScript in headless Chromium (not a test; run by hand).
 
-    .venv/bin/python tests/viz/bench_player.py [num_blocks] [num_events]
+    .venv/bin/python benchmarks/bench_player.py [num_blocks] [num_events]
 
 Records a random serving workload (default 8,192 blocks, 200,000 events), builds a page with
 one player, and measures in the browser: first render, jumps before and after the background
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "viz"))
 from _viz_traces import serving_trace
 
 from kvlab.viz import html_page, player_html
