@@ -38,7 +38,10 @@ def write_demo_files(result: Any, out_dir: Path) -> dict[str, Path]:
     paths = {"trace": out_dir / "demo.kvtrace", "html": out_dir / "demo.html",
              "summary": out_dir / "summary.json"}
     trace.save(paths["trace"])
-    export_html(trace, paths["html"], title="kvlab demo: SmolLM2-135M on a small block pool")
+    export_html(trace, paths["html"], title="kvlab demo: SmolLM2-135M on a small block pool",
+                description="Every KV-cache decision of `kvlab demo`. The player opens where act 1 "
+                            "(shared system prompt) ended; step back to watch the prefix being hit.",
+                index=result.act_end.get("shared prompt", -1))
     summary = {
         "config": {k: getattr(result.config, k) for k in result.config.__dataclass_fields__},
         "seconds": round(result.seconds, 2),
