@@ -4,6 +4,7 @@
     kvlab generate "PROMPT"        one prompt, with its block table and hash chain
     kvlab trace show FILE          read a saved trace in the terminal (any event, any view)
     kvlab trace info FILE          what a trace holds
+    kvlab figures                  regenerate figures/ from the canonical scenarios
 
 Everything here goes through kvlab's public APIs (kvlab.demo, kvlab.model, kvlab.trace, kvlab.viz).
 """
@@ -122,6 +123,18 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
     if save_path is not None:
         llm.trace.save(save_path)
         console.print(f"trace saved to [bold]{save_path}[/]")
+
+
+# ------------------------------------------------------------------------------------- figures
+@main.command()
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("figures"), show_default=True)
+def figures(out_dir: Path) -> None:
+    """Regenerate the canonical figures (the seed documents' worked examples) as SVG."""
+    from kvlab.figures import write_canonical_figures
+
+    for path in write_canonical_figures(out_dir):
+        click.echo(f"wrote {path}")
 
 
 # --------------------------------------------------------------------------------------- trace

@@ -13,6 +13,7 @@ so ``Trace.state_at(i)`` of a recorded run equals ``nano_state(manager)`` after 
 the pool, free-queue and block-table views draw it unchanged.
 
 Example:
+    >>> from kvlab.compare.nano_block_manager import NanoSequence
     >>> mgr = NanoBlockManager(num_blocks=4, block_size=2)
     >>> rec = record_nano(mgr)
     >>> mgr.allocate(NanoSequence("a", [1, 2, 3], block_size=2))
