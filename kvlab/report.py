@@ -142,7 +142,11 @@ def print_generation(console: Console, llm: Any, out: Any) -> None:
     console.print(f"block table of {out.request_id} ({n} tokens, block_size {bs}): "
                   f"{blocks}  (logical block i holds tokens [i·{bs}, (i+1)·{bs}))")
     console.print(render_pool_grid(trace, last))
-    console.print(render_hash_chain(trace, last, [out.request_id]))
+    if n < bs:
+        console.print(Text(f"no full block: {n} tokens < block_size {bs}, so nothing was hashed "
+                           "(prefix caching shares full blocks only)", style="dim"))
+    else:
+        console.print(render_hash_chain(trace, last, [out.request_id]))
 
 
 def _added_blocks(trace: Any, call: Any) -> list[int]:

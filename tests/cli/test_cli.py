@@ -94,3 +94,13 @@ def test_demo_quick_end_to_end(tmp_path: Path) -> None:
     assert trace.check_replay() == trace.final_state()
     assert isinstance(trace.final_state(), KVState)
     assert "LRU free queue at the end" in out.output and "Hash chains" in out.output
+
+
+@pytest.mark.model
+def test_generate_shows_the_block_table(tmp_path: Path) -> None:
+    save = tmp_path / "gen.kvtrace"
+    out = CliRunner().invoke(main, ["generate", "The capital of France is", "--no-chat",
+                                    "--max-tokens", "2", "--save", str(save)], terminal_width=120)
+    assert out.exit_code == 0, out.output
+    assert "Paris" in out.output and "block table of req-0" in out.output
+    assert load_trace(save).calls("allocate_slots")

@@ -116,3 +116,16 @@ def test_hybrid_sliding_window_engine_matches_dense_reference() -> None:
     assert out.output_token_ids == seq[len(prompt):]
     # the sliding-window group released blocks behind the window
     assert llm.trace.find(EventKind.REQ_BLOCKS_NULLED) is not None
+
+
+def test_triton_backend_under_the_interpreter_matches_torch() -> None:
+    """The same engine run with the Triton kernels (interpreted on a CPU) and the torch reference."""
+    config = tiny_config(num_layers=2, vocab_size=64)
+    weights = random_weights(config, seed=5)
+    prompts = [[5, 9, 13, 2 + i, 7, 11, 3, 8, 21] for i in range(2)]
+    outs = {}
+    for backend in ("torch", "triton"):
+        model = Model(config, weights, tokenizer=None, attention_backend=backend)
+        llm = LLM(model, num_gpu_blocks=16, block_size=4, max_num_batched_tokens=16, max_model_len=64)
+        outs[backend] = _tokens(llm.generate(prompts, SamplingParams(max_tokens=5, ignore_eos=True)))
+    assert outs["triton"] == outs["torch"]
