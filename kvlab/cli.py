@@ -5,6 +5,7 @@
     kvlab trace show FILE          read a saved trace in the terminal (any event, any view)
     kvlab trace info FILE          what a trace holds
     kvlab figures                  regenerate figures/ from the canonical scenarios
+    kvlab compare WORKLOAD         vLLM V1 vs nano-vllm vs a radix tree on one workload
 
 Everything here goes through kvlab's public APIs (kvlab.demo, kvlab.model, kvlab.trace, kvlab.viz).
 """
@@ -123,6 +124,39 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
     if save_path is not None:
         llm.trace.save(save_path)
         console.print(f"trace saved to [bold]{save_path}[/]")
+
+
+# ------------------------------------------------------------------------------------- compare
+@main.command()
+@click.argument("workload", default="system-prompt")
+@click.option("--pool-tokens", default=4096, show_default=True,
+              help="KV capacity given to every cache (tokens).")
+@click.option("--block-size", default=16, show_default=True)
+@click.option("--policy", "policies", multiple=True, type=click.Choice(["vllm", "nano-vllm", "radix"]),
+              help="Caches to compare (default: all three).")
+@click.option("--requests", "num_requests", type=int, default=None, help="Requests to generate.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--per-request", is_flag=True, help="Also show the per-request table.")
+@click.option("--svg-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write SVG plots over time here.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[str, ...],
+            num_requests: int | None, seed: int, per_request: bool, svg_dir: Path | None,
+            json_path: Path | None) -> None:
+    """Run one WORKLOAD through vLLM V1's cache, nano-vllm's and a radix tree, side by side.
+
+    WORKLOAD is system-prompt, multi-turn, rag, few-shot, a .jsonl file of prompts / token ids,
+    or a saved kvlab trace.
+    """
+    from kvlab.compare import cli_compare
+
+    kwargs = {"policies": policies} if policies else {}
+    try:
+        report = cli_compare(workload, pool_tokens, block_size, num_requests=num_requests, seed=seed,
+                             per_request=per_request, svg_dir=svg_dir, json_path=json_path, **kwargs)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    _console().print(report)
 
 
 # ------------------------------------------------------------------------------------- figures

@@ -309,4 +309,3 @@ def run_workload(
     records = {rid: run.lives[rid].record for rid in run.order}
     return RunResult(policy.name, workload.name, policy.pool_tokens, policy.block_size, records,
                      steps, policy.trace())  # fmt: skip
-

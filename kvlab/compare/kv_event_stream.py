@@ -198,7 +198,9 @@ def peak_cached_blocks(batches: Iterable[EventBatch]) -> tuple[int, int]:
     return peak, groups
 
 
-def read_kv_event_file(path: str | PathLike[str], num_blocks: int | None = None) -> KVEventTraceBuilder:
+def read_kv_event_file(
+    path: str | PathLike[str], num_blocks: int | None = None
+) -> KVEventTraceBuilder:
     """Rebuild the cache history recorded in a ``.kvev`` or ``.jsonl`` file.
 
     Args:

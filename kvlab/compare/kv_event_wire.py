@@ -4,12 +4,15 @@ vLLM's ``ZmqEventPublisher`` sends every ``KVEventBatch`` as a three-frame ZMQ m
 
     [topic (utf-8), seq (8 bytes big-endian), payload (msgpack)]
 
-The payload is msgspec's encoding of ``array_like`` structs: a batch is ``[ts, events]`` (or
-``[ts, events, data_parallel_rank]``), an event is tagged by its class name and omits trailing
-defaults: ``["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id,
-medium, lora_name, ...]``, ``["BlockRemoved", block_hashes, medium, group_idx?]``,
-``["AllBlocksCleared"]``. Block hashes are ints (the low 64 bits of vLLM's hash, the default)
-or bytes (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0``).
+The payload is msgspec's encoding of ``array_like`` structs: a batch is
+``[ts, events, data_parallel_rank]``, an event an array tagged by its class name followed by
+*every* field in declaration order (msgspec's ``omit_defaults`` does not shorten array-like
+structs): ``["BlockStored", block_hashes, parent_block_hash, token_ids, block_size, lora_id,
+medium, lora_name, extra_keys, group_idx, kv_cache_spec_kind, kv_cache_spec_sliding_window]``,
+``["BlockRemoved", block_hashes, medium, group_idx]``, ``["AllBlocksCleared"]``. The decoder
+also accepts arrays that stop early (missing trailing fields take their defaults) and ignores
+fields a newer vLLM appends. Block hashes are ints (the low 64 bits of vLLM's hash, the
+default) or bytes (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0``).
 
 msgspec (to read or write payloads) and pyzmq (for a live socket) are optional: importing this
 module needs neither, the functions that use them say so when they are missing.
@@ -53,7 +56,9 @@ def _require(module: str, purpose: str) -> Any:
         return __import__(module)
     except ImportError:
         pkg = {"msgspec": "msgspec", "zmq": "pyzmq"}[module]
-        raise ImportError(f"{purpose} needs the optional package {pkg!r}: pip install {pkg}") from None
+        raise ImportError(
+            f"{purpose} needs the optional package {pkg!r}: pip install {pkg}"
+        ) from None
 
 
 @cache
@@ -140,7 +145,9 @@ def decode_kv_event_batch(payload: bytes) -> KVEventBatch:
     if not isinstance(raw, list) or len(raw) not in (2, 3) or not isinstance(raw[1], list):
         raise ValueError(f"not a KV event batch: expected [ts, events(, dp_rank)], got {raw!r:.80}")
     events = [_event_from_array(e) for e in raw[1]]
-    return KVEventBatch(ts=raw[0], events=events, data_parallel_rank=raw[2] if len(raw) == 3 else None)
+    return KVEventBatch(
+        ts=raw[0], events=events, data_parallel_rank=raw[2] if len(raw) == 3 else None
+    )
 
 
 def _event_from_array(arr: Any) -> KVCacheEvent:
@@ -231,7 +238,9 @@ def _jsonl_batch(line: str, n: int) -> tuple[int, KVEventBatch]:
         batch = KVEventBatch.from_dict(obj)
     except (json.JSONDecodeError, ValueError, TypeError) as exc:
         raise ValueError(f"line {n}: not a KV event batch ({exc})") from None
-    return int(obj.get("seq", n - 1)), KVEventBatch(batch.ts, batch.events, batch.data_parallel_rank)
+    return int(obj.get("seq", n - 1)), KVEventBatch(
+        batch.ts, batch.events, batch.data_parallel_rank
+    )
 
 
 def _read_exact(f: BinaryIO, n: int, what: str) -> bytes:
@@ -276,7 +285,9 @@ class KVEventSubscriber:
         self.socket.connect(endpoint)
         self.socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
 
-    def messages(self, timeout_ms: int = 1000, max_messages: int | None = None) -> Iterator[Message]:
+    def messages(
+        self, timeout_ms: int = 1000, max_messages: int | None = None
+    ) -> Iterator[Message]:
         """Yield ``(topic, seq, payload bytes)`` until ``timeout_ms`` passes with no message
         (or ``max_messages`` were read).
 

@@ -118,7 +118,9 @@ def record_nano(manager: NanoBlockManager, chunk_size: int = 8192) -> Recorder:
         raise RuntimeError("the NanoBlockManager already has a recorder; detach it first")
     tables = InternTables()
     rec = Recorder(
-        initial_state=nano_state(manager, tables), config=nano_config(manager), chunk_size=chunk_size
+        initial_state=nano_state(manager, tables),
+        config=nano_config(manager),
+        chunk_size=chunk_size,
     )
     rec.initial_state.num_free_blocks = None
     manager.set_recorder(rec)

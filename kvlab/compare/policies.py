@@ -86,7 +86,7 @@ class CachePolicy(ABC):
     def admit(self, req: Any) -> int | None:
         """Allocate for the prefill of ``req.token_ids``; the hit (tokens) or None (no room)."""
 
-    def after_prefill(self, req: Any) -> None:  # noqa: B027 - optional hook
+    def after_prefill(self, req: Any) -> None:
         """The prefill of ``req`` was computed (the radix cache inserts it now)."""
 
     @abstractmethod
@@ -109,7 +109,7 @@ class CachePolicy(ABC):
     def usage(self) -> Usage:
         """The pool now."""
 
-    def mark_step(self, step: int) -> None:  # noqa: B027 - optional hook
+    def mark_step(self, step: int) -> None:
         """A driver step starts (recorders stamp it)."""
 
     def trace(self) -> Any:
@@ -136,7 +136,9 @@ class VllmPolicy(CachePolicy):
     def __init__(self, pool_tokens: int, block_size: int, record: bool = False) -> None:
         super().__init__(pool_tokens, block_size, record)
         _ensure_none_hash()
-        spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype="float32")
+        spec = FullAttentionSpec(
+            block_size=block_size, num_kv_heads=1, head_size=1, dtype="float32"
+        )
         num_blocks = pool_tokens // block_size + 1  # NOTE: + the null block, never usable
         cfg = KVCacheConfig(num_blocks, [], [KVCacheGroupSpec(["layer0"], spec)])
         self.manager = KVCacheManager(
@@ -258,7 +260,9 @@ class NanoPolicy(CachePolicy):
         m, bs = self.manager, self.block_size
         cached = list(m.cached_hashes().values())
         evictable = sum(1 for b in cached if m.blocks[b].ref_count == 0)
-        return Usage(len(m.used_block_ids) * bs, len(cached) * bs, evictable * bs, m.num_blocks * bs)
+        return Usage(
+            len(m.used_block_ids) * bs, len(cached) * bs, evictable * bs, m.num_blocks * bs
+        )
 
     def mark_step(self, step: int) -> None:
         if self.recorder is not None:

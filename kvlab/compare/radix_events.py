@@ -190,7 +190,14 @@ class _Tree:
     def __init__(self, snap: RadixSnapshot) -> None:
         self.nodes: dict[int, list[Any]] = {0: [-1, (), (), 1, 0, {}]}
         for n in _parents_first(snap):
-            self.nodes[n.node_id] = [n.parent_id, n.key, n.value, n.lock_ref, n.last_access_time, {}]
+            self.nodes[n.node_id] = [
+                n.parent_id,
+                n.key,
+                n.value,
+                n.lock_ref,
+                n.last_access_time,
+                {},
+            ]
         for nid in snap.root_children:
             self.nodes[0][5][snap.nodes[nid].key[0]] = nid
         for n in snap.nodes.values():

@@ -65,12 +65,7 @@ def line_plot_svg(
         ValueError: If there is no series, one is empty or holds a non-finite value, or the
             size is too small.
     """
-    if not series or any(len(v) == 0 for v in series.values()):
-        raise ValueError("line_plot_svg needs at least one non-empty series")
-    if any(not math.isfinite(float(x)) for v in series.values() for x in v):
-        raise ValueError("line_plot_svg: every value must be finite")
-    if width < 200 or height < 120:
-        raise ValueError(f"size must be at least 200 x 120 pixels, got {width} x {height}")
+    _check_plot_args(series, width, height)
     left, right, top, bottom = 64, 16, 32, 44
     pw, ph = width - left - right, height - top - bottom
     x_ticks = nice_ticks(max(len(v) - 1 for v in series.values()))
@@ -84,17 +79,38 @@ def line_plot_svg(
         return top + ph * (1 - y / y_max)
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
+        ),
         f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{width / 2:.1f}" y="18" text-anchor="middle" font-size="13">'
-        f"{escape(title)}</text>",
+        (
+            f'<text x="{width / 2:.1f}" y="18" text-anchor="middle" font-size="13">'
+            f"{escape(title)}</text>"
+        ),
     ]
     out += _axes(x_ticks, y_ticks, px, py, left, top, pw, ph)
     out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" text-anchor="middle">'
                f"{escape(x_label)}</text>")  # fmt: skip
     out.append(f'<text x="14" y="{top + ph / 2:.1f}" text-anchor="middle" '
                f'transform="rotate(-90 14 {top + ph / 2:.1f})">{escape(y_label)}</text>')  # fmt: skip
+    out += _lines(series, px, py, left, top)
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _check_plot_args(series: Mapping[str, Sequence[float]], width: int, height: int) -> None:
+    if not series or any(len(v) == 0 for v in series.values()):
+        raise ValueError("line_plot_svg needs at least one non-empty series")
+    if any(not math.isfinite(float(x)) for v in series.values() for x in v):
+        raise ValueError("line_plot_svg: every value must be finite")
+    if width < 200 or height < 120:
+        raise ValueError(f"size must be at least 200 x 120 pixels, got {width} x {height}")
+
+
+def _lines(series: Mapping[str, Sequence[float]], px, py, left: int, top: int) -> list[str]:
+    """One polyline per series, and its legend entry (top-left)."""
+    out = []
     for i, (name, values) in enumerate(series.items()):
         colour = PALETTE[i % len(PALETTE)]
         points = " ".join(f"{px(x):.1f},{py(float(y)):.1f}" for x, y in enumerate(values))
@@ -104,8 +120,7 @@ def line_plot_svg(
         out.append(f'<line x1="{left + 8}" y1="{ly}" x2="{left + 28}" y2="{ly}" '
                    f'stroke="{colour}" stroke-width="2"/>')  # fmt: skip
         out.append(f'<text x="{left + 32}" y="{ly + 4}">{escape(name)}</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _axes(x_ticks: list[float], y_ticks: list[float], px, py, left, top, pw, ph) -> list[str]:

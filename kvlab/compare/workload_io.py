@@ -61,7 +61,7 @@ def from_jsonl_lines(
 
 def _request_from_obj(obj: Any, index: int, tokenize: Any) -> WorkloadRequest:
     if not isinstance(obj, dict):
-        raise ValueError(f"expected an object, got {type(obj).__name__}")
+        raise TypeError(f"expected an object, got {type(obj).__name__}")
     if "prompt_token_ids" in obj:
         prompt = obj["prompt_token_ids"]
     elif "prompt" in obj:
@@ -171,7 +171,9 @@ def from_trace(trace: Any, name: str | None = None) -> Workload:
     if not isinstance(trace, Trace):
         trace = load_trace(trace)
     groups = trace.config.get("groups") or []
-    block_size = trace.config.get("hash_block_size") or (groups[0]["block_size"] if groups else None)
+    block_size = trace.config.get("hash_block_size") or (
+        groups[0]["block_size"] if groups else None
+    )
     if not block_size:
         raise ValueError("the trace's config names no hash_block_size / block_size")
     lengths = _request_lengths(trace)
@@ -192,5 +194,7 @@ def from_trace(trace: Any, name: str | None = None) -> Workload:
         tokens = tokens[:num_final]
         outputs = tuple(tokens[num_prompt:]) or (unique,)
         unique += 1
-        reqs.append(WorkloadRequest(rid, tuple(tokens[:num_prompt]), len(outputs), arrival, outputs))
+        reqs.append(
+            WorkloadRequest(rid, tuple(tokens[:num_prompt]), len(outputs), arrival, outputs)
+        )
     return Workload(name or "trace", reqs, f"{len(reqs)} requests rebuilt from a kvlab trace")

@@ -133,7 +133,9 @@ class Workload:
             seen, cur = set(), r
             while cur.depends_on is not None:
                 if cur.request_id in seen:
-                    raise ValueError(f"workload {self.name!r}: dependency cycle at {r.request_id!r}")
+                    raise ValueError(
+                        f"workload {self.name!r}: dependency cycle at {r.request_id!r}"
+                    )
                 seen.add(cur.request_id)
                 cur = by_id[cur.depends_on]
 

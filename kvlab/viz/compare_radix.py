@@ -65,7 +65,7 @@ def render_radix_tree(
     """
     if max_tokens < 1 or max_nodes < 1:
         raise ValueError(f"max_tokens and max_nodes must be >= 1, got {max_tokens}, {max_nodes}")
-    if hasattr(snapshot, "snapshot") and not hasattr(snapshot, "nodes"):
+    if callable(getattr(snapshot, "snapshot", None)) and not hasattr(snapshot, "root_children"):
         snapshot = snapshot.snapshot()
     if not hasattr(snapshot, "nodes") or not hasattr(snapshot, "root_children"):
         raise TypeError(f"expected a RadixSnapshot, got {type(snapshot).__name__}")

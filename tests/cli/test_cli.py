@@ -104,3 +104,12 @@ def test_generate_shows_the_block_table(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     assert "Paris" in out.output and "block table of req-0" in out.output
     assert load_trace(save).calls("allocate_slots")
+
+
+def test_compare_runs_three_caches_and_rejects_unknown_workloads() -> None:
+    runner = CliRunner()
+    out = runner.invoke(main, ["compare", "system-prompt", "--pool-tokens", "2048"], terminal_width=120)
+    assert out.exit_code == 0, out.output
+    assert "vllm" in out.output and "nano-vllm" in out.output and "radix" in out.output
+    bad = runner.invoke(main, ["compare", "bogus"])
+    assert bad.exit_code == 1 and "unknown workload 'bogus'" in bad.output

@@ -61,7 +61,7 @@ def test_insert_splits_where_keys_diverge() -> None:
 
 
 def test_match_prefix_returns_slots_and_splits_mid_edge() -> None:
-    cache, pool, _ = make()
+    cache, _, _ = make()
     put(cache, (7, 8, 9, 10))  # slots 1..4
     value, node = cache.match_prefix((7, 8, 5))
     assert value == [1, 2] and node.key == (7, 8) and node.node_id == 2

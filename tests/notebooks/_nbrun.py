@@ -1,0 +1,68 @@
+"""Execute kvlab's notebooks with nbclient (shared by run_notebooks.py and the tests).
+
+Not a test module. The notebooks are stored *with* their outputs (the tutorial site renders
+them without a kernel), so every notebook carries ``metadata.kvlab.source_sha256``: the hash of
+its cells' sources when it was last executed by ``run_notebooks.py``. A test compares it with
+the current sources, so outputs can never silently go stale.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOK_DIR = REPO / "notebooks"
+KERNEL_NAME = "python3"
+CELL_TIMEOUT_S = 240
+"""Longest a single cell may run (seconds) before the execution fails."""
+NOTEBOOK_TIMEOUT_S = 300
+"""Longest a whole notebook may run (seconds) before the execution fails."""
+
+
+def notebook_paths() -> list[Path]:
+    """The numbered notebooks, in course order (``NN_name.ipynb``)."""
+    return sorted(p for p in NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def source_sha256(nb: nbformat.NotebookNode) -> str:
+    """Hash of every cell's type and source, in order (outputs and metadata excluded)."""
+    h = hashlib.sha256()
+    for cell in nb.cells:
+        h.update(json.dumps([cell.cell_type, cell.source]).encode())
+    return h.hexdigest()
+
+
+def execute(path: Path, timeout_s: float = NOTEBOOK_TIMEOUT_S) -> tuple[nbformat.NotebookNode, float]:
+    """Run a notebook top to bottom in a fresh kernel (cwd = its folder).
+
+    Args:
+        path: The .ipynb file.
+        timeout_s: Limit for the whole notebook (seconds).
+
+    Returns:
+        The executed notebook (outputs and widget state filled in) and its wall time (seconds).
+
+    Raises:
+        nbclient.exceptions.CellExecutionError: A cell raised.
+        TimeoutError: The notebook ran longer than ``timeout_s``.
+    """
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name=KERNEL_NAME,
+        resources={"metadata": {"path": str(path.parent)}},
+        record_timing=False,
+        store_widget_state=True,
+    )
+    start = time.perf_counter()
+    asyncio.run(asyncio.wait_for(client.async_execute(), timeout_s))
+    nb.metadata.setdefault("kvlab", {})["source_sha256"] = source_sha256(nb)
+    return nb, time.perf_counter() - start
