@@ -37,7 +37,7 @@ def test_engine_names_need_torch_and_say_so() -> None:
     assert "blocked for this test: torch" in run.stderr
 
 
-@pytest.mark.parametrize("module", ["kvlab", "kvlab.core", "kvlab.trace", "kvlab.worker",
+@pytest.mark.parametrize("module", ["kvlab", "kvlab.core", "kvlab.trace", "kvlab.worker", "kvlab.viz", "kvlab.compare",
                                     "kvlab.core.sched", "kvlab.kernels", "kvlab.model"])
 def test_all_names_resolve(module: str) -> None:
     mod = importlib.import_module(module)
