@@ -6,6 +6,7 @@
     kvlab trace info FILE          what a trace holds
     kvlab figures                  regenerate figures/ from the canonical scenarios
     kvlab compare WORKLOAD         vLLM V1 vs nano-vllm vs a radix tree on one workload
+    kvlab lab                      JupyterLab on the course notebooks
 
 Everything here goes through kvlab's public APIs (kvlab.demo, kvlab.model, kvlab.trace, kvlab.viz).
 """
@@ -157,6 +158,22 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
     _console().print(report)
+
+
+# ----------------------------------------------------------------------------------------- lab
+@main.command()
+@click.option("--notebooks", "notebook_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="Folder of the course notebooks (default: ./notebooks).")
+@click.option("--port", type=int, default=None, help="Port for JupyterLab (default: its own).")
+def lab(notebook_dir: Path | None, port: int | None) -> None:
+    """Open JupyterLab on the numbered course notebooks (classroom mode)."""
+    from kvlab.lab import launch_lab
+
+    try:
+        code = launch_lab(notebook_dir, port)
+    except (FileNotFoundError, ImportError, RuntimeError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    sys.exit(code)
 
 
 # ------------------------------------------------------------------------------------- figures

@@ -113,3 +113,11 @@ def test_compare_runs_three_caches_and_rejects_unknown_workloads() -> None:
     assert "vllm" in out.output and "nano-vllm" in out.output and "radix" in out.output
     bad = runner.invoke(main, ["compare", "bogus"])
     assert bad.exit_code == 1 and "unknown workload 'bogus'" in bad.output
+
+
+def test_lab_refuses_bad_arguments_clearly(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = runner.invoke(main, ["lab", "--port", "0"])
+    assert out.exit_code == 1 and "port must be an int in 1-65535" in out.output
+    out = runner.invoke(main, ["lab", "--notebooks", str(tmp_path / "missing")])
+    assert out.exit_code == 1 and "is not a folder" in out.output
