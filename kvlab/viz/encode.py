@@ -2,14 +2,16 @@
 
 No per-event JSON objects: each column travels as the little-endian bytes of its numpy array
 (base64), ragged lists as (offsets, values) pairs, so a 200,000-event trace is a few MB and
-decodes in JavaScript with ``new Int32Array(bytes.buffer)`` and no parsing loop.
+decodes in JavaScript with ``new Int32Array(bytes.buffer)`` and no parsing loop. The event
+columns take the narrowest integer type of their kind that holds their values (``B(i4*)``:
+int8, int16 or int32; ``B(u4*)``: uint8, uint16 or uint32); each field names its dtype.
 
 Layout of ``encode_trace(trace)`` (``B(dtype)`` = base64 of a little-endian array)::
 
     format          "kvlab-trace/1"
     num_events      int
-    columns         kind B(u1) depth B(u1) group B(i2) request B(i4) a B(i4) b B(i4)
-                    offsets B(u4) [n + 1]  payload B(i4)  step_seq B(i4)  step_val B(i4)
+    columns         kind B(u1) depth B(u1) group B(i4*) request B(i4*) a B(i4*) b B(i4*)
+                    offsets B(u4*) [n + 1]  payload B(i4*)  step_seq B(i4)  step_val B(i4)
     requests        [str]              request index -> id
     hashes          B(u1) [num_hashes * 4]: the first 4 bytes of each BlockHash (short hex)
     call_names      [str]              call id -> name
@@ -43,7 +45,7 @@ from kvlab.trace import CALL_SPECS, EventKind, KVState
 from kvlab.trace.tables import GROUP_BITS
 from kvlab.viz.hash_tree import build_hash_tree
 
-__all__ = ["FORMAT", "decode_array", "encode_array", "encode_state", "encode_trace"]
+__all__ = ["FORMAT", "decode_array", "encode_array", "encode_state", "encode_trace", "narrowest"]
 
 FORMAT = "kvlab-trace/1"
 """Format tag of ``encode_trace`` output (bumped on any incompatible change)."""
@@ -51,15 +53,45 @@ FORMAT = "kvlab-trace/1"
 _COLUMN_DTYPES = {
     "kind": "<u1",
     "depth": "<u1",
-    "group": "<i2",
-    "request": "<i4",
-    "a": "<i4",
-    "b": "<i4",
-    "offsets": "<u4",
-    "payload": "<i4",
+    "group": "<i4*",
+    "request": "<i4*",
+    "a": "<i4*",
+    "b": "<i4*",
+    "offsets": "<u4*",
+    "payload": "<i4*",
     "step_seq": "<i4",
     "step_val": "<i4",
 }
+"""Column -> dtype; a trailing ``*`` means "the narrowest of this kind that fits" (narrowest)."""
+
+
+def narrowest(values: Any, dtype: str) -> str:
+    """The narrowest integer dtype of ``dtype``'s kind (signed or not) that holds ``values``.
+
+    Halves or quarters the bytes of columns whose values are small (block ids of a small pool,
+    request indexes, hash indexes), which is most of an exported page's size and load time.
+
+    Args:
+        values: Integers (any array-like).
+        dtype: ``"<i4"`` or ``"<u4"`` (the widest allowed), with or without a trailing ``*``.
+
+    Returns:
+        A numpy dtype string: ``"|i1"``, ``"<i2"``, ``"<i4"``, ``"|u1"``, ``"<u2"`` or ``"<u4"``.
+
+    Raises:
+        ValueError: If ``dtype`` is not ``"<i4"`` or ``"<u4"``.
+    """
+    widest = np.dtype(dtype.rstrip("*"))
+    if widest.kind not in "iu" or widest.itemsize != 4:
+        raise ValueError(f"narrowest() takes '<i4' or '<u4', got {dtype!r}")
+    arr = np.asarray(values)
+    lo, hi = (int(arr.min()), int(arr.max())) if arr.size else (0, 0)
+    for size in (1, 2, 4):
+        cand = np.dtype(f"<{widest.kind}{size}")
+        info = np.iinfo(cand)
+        if info.min <= lo and hi <= info.max:
+            return cand.str
+    return widest.str  # NOTE: encode_array then raises OverflowError naming the range
 
 
 def encode_array(values: Any, dtype: str) -> dict[str, Any]:
@@ -161,7 +193,10 @@ def encode_trace(trace: Any) -> dict[str, Any]:
         OverflowError: If a step or event index does not fit int32.
     """
     cols = trace.cols.arrays()
-    columns = {name: encode_array(cols[name], dt) for name, dt in _COLUMN_DTYPES.items()}
+    columns = {
+        name: encode_array(cols[name], narrowest(cols[name], dt) if dt.endswith("*") else dt)
+        for name, dt in _COLUMN_DTYPES.items()
+    }
     tables = trace.tables
     starts = tables.hash_offsets[:-1]
     prefix = np.zeros((tables.num_hashes, 4), dtype=np.uint8)

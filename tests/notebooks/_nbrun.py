@@ -39,7 +39,9 @@ def source_sha256(nb: nbformat.NotebookNode) -> str:
     return h.hexdigest()
 
 
-def execute(path: Path, timeout_s: float = NOTEBOOK_TIMEOUT_S) -> tuple[nbformat.NotebookNode, float]:
+def execute(
+    path: Path, timeout_s: float = NOTEBOOK_TIMEOUT_S
+) -> tuple[nbformat.NotebookNode, float]:
     """Run a notebook top to bottom in a fresh kernel (cwd = its folder).
 
     Args:

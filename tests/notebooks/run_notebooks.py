@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _nbrun import execute, notebook_paths  # noqa: E402
+from _nbrun import execute, notebook_paths
 
 
 def main(argv: list[str]) -> int:

@@ -72,3 +72,35 @@ def test_encode_array_refuses_overflow() -> None:
         encode_array([1, 40000], "<i2")
     assert decode_array(encode_array([], "<i4")).tolist() == []
     assert EventKind.CALL_END == 18
+
+
+def test_narrowest_integer_types() -> None:
+    from kvlab.viz.encode import narrowest
+
+    assert [narrowest(v, "<i4*") for v in ([-1, 127], [-129, 5], [0, 32768], [-(2**31)])] == [
+        "|i1",
+        "<i2",
+        "<i4",
+        "<i4",
+    ]
+    assert [narrowest(v, "<u4") for v in ([0, 255], [256], [70_000], [])] == [
+        "|u1",
+        "<u2",
+        "<u4",
+        "|u1",
+    ]
+    with pytest.raises(ValueError, match="takes '<i4' or '<u4', got '<f8'"):
+        narrowest([1.5], "<f8")
+
+
+def test_small_trace_columns_are_narrowed_and_exact(shared: Trace) -> None:
+    data = encode_trace(shared)
+    dtypes = {name: field["dtype"] for name, field in data["columns"].items()}
+    # 10 blocks, 4 requests, a few hashes: every event column fits one byte
+    assert dtypes == {
+        "kind": "|u1", "depth": "|u1", "group": "|i1", "request": "|i1", "a": "|i1",
+        "b": "|i1", "offsets": "|u1", "payload": "|i1", "step_seq": "<i4", "step_val": "<i4",
+    }  # fmt: skip
+    arrays = shared.cols.arrays()
+    for name, field in data["columns"].items():
+        assert decode_array(field).tolist() == np.asarray(arrays[name]).tolist(), name

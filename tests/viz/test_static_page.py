@@ -1,8 +1,16 @@
 """The exported page in a real browser: what the player's JavaScript drew equals Python's state.
 
-Headless Chromium loads a page with several players (``player_html`` + ``html_page``) from
-``file://`` and dumps the DOM after the scripts ran; the free-queue chips, block-table cells
-and captions are read back and compared with ``trace.state_at``. Skips without Chromium.
+Two checks, both on pages opened from ``file://``:
+
+* several players on one page (``player_html`` + ``html_page``): headless Chromium dumps the
+  DOM after the scripts ran; free-queue chips, block-table cells and captions are compared with
+  ``trace.state_at`` (needs Chromium only);
+* one ``export_html`` page driven through Playwright with every non-local request aborted:
+  press step / step over / back / back over, and after each press the index the caption shows
+  is Navigator's, the free queue drawn is ``trace.state_at(index).free_queue_order()`` and the
+  hash-chain nodes are coloured by the state's cached map; no request was needed.
+
+Each skips cleanly without its browser (see tests/viz/_browser.py).
 """
 
 from __future__ import annotations
@@ -14,9 +22,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from _browser import SKIP_REASON, browser_page, click_move, expected_hash_nodes, read_player
 
 from kvlab.trace import Trace
-from kvlab.viz import html_page, player_html
+from kvlab.viz import Navigator, export_html, html_page, player_html
 
 BROWSER = next(
     (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
@@ -110,3 +119,41 @@ def test_players_draw_the_replayed_state(shared: Trace, hybrid: Trace, tmp_path:
         ["b", "0", "1", "2", "3", "9", "10", "13"],
         ["b", "1", "∅", "∅", "∅", "11", "12", "14"],
     ]
+
+
+# The moves pressed on the exported page, from event 20 of the shared-prefix trace: through
+# b's free (appends), c's allocation (popleft_n, an eviction), back again, and into d's hit.
+MOVES = ["into", "over", "over", "back", "back_over", "over", "over", "over", "over", "into",
+         "back", "over", "over", "over", "over"]  # fmt: skip
+
+
+@pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
+def test_exported_page_steps_offline(shared: Trace, tmp_path: Path) -> None:
+    requests = ["a", "b", "c", "d"]
+    page_path = export_html(
+        shared, tmp_path / "t.html", index=20, views=["free_queue", "hash_chain"],
+        requests=requests,
+    )  # fmt: skip
+    nav, root = Navigator(shared), "#kvlab-player"
+    seen_queues = set()
+    with browser_page() as (page, guard):
+        page.goto(page_path.as_uri())
+        i = 20
+        for move in [None, *MOVES]:
+            if move is not None:
+                click_move(page, root, move)
+                i = nav.move(move, i)
+            drawn = read_player(page, root)
+            assert (drawn.index, drawn.num_events) == (i, len(shared)), move
+            assert drawn.free_queue == shared.state_at(i).free_queue_order(), (move, i)
+            assert drawn.hash_nodes == expected_hash_nodes(shared, i, requests), (move, i)
+            seen_queues.add(tuple(drawn.free_queue))
+        page.locator(root).locator(".kvlab-player").press("ArrowLeft")
+        assert read_player(page, root).index == nav.back(i)
+        # NOTE: the guard is live: a remote fetch from the page is refused and recorded.
+        assert (
+            page.evaluate("fetch('https://example.com/x').then(() => 'loaded', () => 'refused')")
+            == "refused"
+        )
+    assert guard.blocked == ["https://example.com/x"]
+    assert len(seen_queues) >= 5  # the walk really changed the free queue

@@ -12,16 +12,20 @@ export const KIND = {
   REQ_FREED: 16, CALL_BEGIN: 17, CALL_END: 18,
 };
 const VERBATIM = -2147483648;
-const CTORS = { "|u1": Uint8Array, "<u1": Uint8Array, "<i2": Int16Array, "<i4": Int32Array,
-  "<u4": Uint32Array, "<f8": Float64Array };
+const CTORS = { "|u1": Uint8Array, "<u1": Uint8Array, "|i1": Int8Array, "<i1": Int8Array,
+  "<i2": Int16Array, "<u2": Uint16Array, "<i4": Int32Array, "<u4": Uint32Array, "<f8": Float64Array };
+
+function base64Bytes(text) {
+  if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(text);  // native, fast
+  const bin = atob(text), bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return bytes;
+}
 
 export function decodeArray(field) {
   const Ctor = CTORS[field.dtype];
   if (!Ctor) throw new Error(`kvlab: unsupported dtype ${field.dtype}`);
-  const bin = atob(field.b64);
-  const bytes = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-  return new Ctor(bytes.buffer, 0, field.length);
+  return new Ctor(base64Bytes(field.b64).buffer, 0, field.length);
 }
 
 function ragged(r) {
@@ -79,6 +83,8 @@ export function payload(T, i) {
 // as vLLM's FreeKVCacheBlockQueue. Arrays in `cached` and `req` are never mutated in place
 // (replaced on change), so a checkpoint copies the maps shallowly.
 // NOTE: a cached-map key that loses its last block is deleted, as in Python's replay.
+// NOTE: `shared` holds exactly the keys of `cached` held by two or more blocks (rare), so a
+// checkpoint stores those lists alone and rebuilds the rest from blockHash.
 export class KVState {
   constructor(N, numGroups) {
     this.N = N;
@@ -90,13 +96,14 @@ export class KVState {
     this.refCnt = new Int32Array(N);
     this.blockHash = new Float64Array(N).fill(-1);
     this.cached = new Map();
+    this.shared = new Set();
     this.req = Array.from({ length: numGroups }, () => new Map());
   }
-  // A checkpoint: typed arrays copied; the cached map is kept only for keys held by several
-  // blocks (insertion order matters there), the rest is rebuilt from blockHash on restore.
+  // A checkpoint: typed arrays copied, the lists of shared keys kept (insertion order matters
+  // there), the rest of the cached map rebuilt from blockHash on restore.
   snapshot() {
     const dups = new Map();
-    for (const [code, ids] of this.cached) if (ids.length > 1) dups.set(code, ids);
+    for (const code of this.shared) dups.set(code, this.cached.get(code));
     return { N: this.N, next: this.next.slice(), prev: this.prev.slice(), inQueue: this.inQueue.slice(),
       numFree: this.numFree, refCnt: this.refCnt.slice(), blockHash: this.blockHash.slice(), dups,
       req: this.req.map((m) => new Map(m)) };
@@ -107,7 +114,7 @@ export class KVState {
     s.inQueue = snap.inQueue.slice(); s.numFree = snap.numFree;
     s.refCnt = snap.refCnt.slice(); s.blockHash = snap.blockHash.slice();
     s.req = snap.req.map((m) => new Map(m));
-    s.cached = new Map();
+    s.cached = new Map(); s.shared = new Set(snap.dups.keys());
     // NOTE: replay keeps blockHash and cached in step: the keys are exactly the hashed blocks.
     for (let b = 0; b < s.N; b++) {
       const code = s.blockHash[b];
@@ -125,6 +132,21 @@ export class KVState {
     const t = this.N + 1, p = this.prev[t];
     this.next[p] = x; this.prev[x] = p; this.next[x] = t; this.prev[t] = x;
     this.inQueue[x] = 1; this.numFree++;
+  }
+  store(code, x) {
+    const held = this.cached.get(code);
+    this.blockHash[x] = code;
+    if (held === undefined) this.cached.set(code, [x]);
+    else { this.cached.set(code, held.concat([x])); this.shared.add(code); }
+  }
+  evict(code, x) {
+    const held = this.cached.get(code);
+    this.blockHash[x] = -1;
+    if (held !== undefined && held.length > 1) {
+      const rest = held.filter((y) => y !== x);
+      this.cached.set(code, rest);
+      if (rest.length < 2) this.shared.delete(code);
+    } else this.cached.delete(code);
   }
   // Block ids from the head (limit of them) and the last `tailCount` before the tail.
   queue(limit = Infinity, tailCount = 0) {
@@ -145,7 +167,10 @@ function initialState(T) {
   s.refCnt.set(decodeArray(ini.ref_cnt));
   s.blockHash.set(decodeArray(ini.block_hash));
   const codes = decodeArray(ini.cached.codes), cr = ragged(ini.cached);
-  codes.forEach((code, j) => s.cached.set(code, Array.from(cr.values.subarray(cr.offsets[j], cr.offsets[j + 1]))));
+  codes.forEach((code, j) => {
+    s.cached.set(code, Array.from(cr.values.subarray(cr.offsets[j], cr.offsets[j + 1])));
+    if (cr.offsets[j + 1] - cr.offsets[j] > 1) s.shared.add(code);
+  });
   ini.req_to_blocks.forEach((g, gi) => {
     const reqs = decodeArray(g.requests), rr = ragged(g);
     reqs.forEach((r, j) => s.req[gi].set(r, Array.from(rr.values.subarray(rr.offsets[j], rr.offsets[j + 1]))));
@@ -153,11 +178,16 @@ function initialState(T) {
   return s;
 }
 
+// Event kinds that change the state (the others are reads, calls and step markers).
+const MUTATES = new Uint8Array(256);
+for (const k of ["POPLEFT", "POPLEFT_N", "REMOVE", "APPEND", "APPEND_N", "GET_NEW_BLOCKS", "TOUCH",
+  "FREE_BLOCKS", "BLOCK_STORED", "BLOCK_REMOVED", "ALL_BLOCKS_CLEARED", "REQ_BLOCKS_ADDED",
+  "REQ_BLOCKS_NULLED", "REQ_FREED"]) MUTATES[KIND[k]] = 1;
+
 // Apply event i to s in place (kvlab/trace/replay.py::_fast_loop, one kind per case).
 export function applyEvent(T, s, i) {
   const c = T.c, k = c.kind[i];
-  if (k === KIND.STEP || k === KIND.LOOKED_UP || k === KIND.FIXED_POINT_ITERATED ||
-      k === KIND.CALL_BEGIN || k === KIND.CALL_END) return;
+  if (!MUTATES[k]) return;
   const g = c.group[i], r = c.request[i], a = c.a[i], b = c.b[i];
   const P = c.payload, o0 = c.offsets[i], o1 = c.offsets[i + 1];
   switch (k) {
@@ -169,20 +199,11 @@ export function applyEvent(T, s, i) {
     case KIND.FREE_BLOCKS: for (let j = o0; j < o1; j++) s.refCnt[P[j]]--; break;
     case KIND.BLOCK_STORED: {
       const m = (o1 - o0) >> 1;
-      for (let j = o0; j < o0 + m; j++) {
-        const code = P[j + m] * T.keyShift + g, held = s.cached.get(code);
-        s.blockHash[P[j]] = code;
-        s.cached.set(code, held ? held.concat([P[j]]) : [P[j]]);
-      }
+      for (let j = o0; j < o0 + m; j++) s.store(P[j + m] * T.keyShift + g, P[j]);
       break;
     }
-    case KIND.BLOCK_REMOVED: {
-      const code = b * T.keyShift + g, held = s.cached.get(code) || [];
-      s.blockHash[a] = -1;
-      if (held.length > 1) s.cached.set(code, held.filter((x) => x !== a)); else s.cached.delete(code);
-      break;
-    }
-    case KIND.ALL_BLOCKS_CLEARED: s.cached = new Map(); s.blockHash.fill(-1); break;
+    case KIND.BLOCK_REMOVED: s.evict(b * T.keyShift + g, a); break;
+    case KIND.ALL_BLOCKS_CLEARED: s.cached = new Map(); s.shared = new Set(); s.blockHash.fill(-1); break;
     case KIND.REQ_BLOCKS_ADDED: {
       const old = s.req[g].get(r) || [], blocks = old.slice();
       for (let j = o0; j < o1; j++) blocks.push(P[j]);
@@ -201,54 +222,36 @@ export function applyEvent(T, s, i) {
 }
 
 // stateAt(i): the state right after event i (i = -1: initial). The returned object belongs to
-// the replayer (read it, do not change it). Checkpoints every `interval` events, made on the
-// way; stepping forward from the last answer replays only the new events.
+// the replayer (read it, do not change it). All checkpoints (one every `interval` events) are
+// built by one replay when the replayer is made, so that the first jump anywhere costs at most
+// one interval of events, like every later one; stepping forward from the last answer replays
+// only the new events.
 export class Replayer {
   constructor(T, interval = 1024, maxCheckpoints = 128) {
     this.T = T;
     this.interval = Math.max(16, interval | 0, Math.ceil(T.n / maxCheckpoints));
-    this.checkpoints = new Map([[0, initialState(T).snapshot()]]);
-    this.maxKey = 0;
-    this.cursor = null;
+    this.checkpoints = new Map();
+    const s = initialState(T), step = this.interval;
+    this.checkpoints.set(0, s.snapshot());
+    for (let at = 0; at < T.n; at++) {
+      applyEvent(T, s, at);
+      if ((at + 1) % step === 0) this.checkpoints.set(at + 1, s.snapshot());
+    }
+    this.cursor = { pos: T.n, state: s };  // NOTE: the final state, ready for a jump to the end
   }
   stateAt(i) {
     if (!(i >= -1 && i < this.T.n)) throw new RangeError(`kvlab: event ${i} outside [-1, ${this.T.n})`);
-    const pos = i + 1, step = this.interval;
-    // NOTE: checkpoints are made at every multiple of `step` passed, so they cover 0..maxKey.
-    let at = Math.min(Math.floor(pos / step) * step, this.maxKey), s;
+    const pos = i + 1;
+    let at = Math.floor(pos / this.interval) * this.interval, s;
     const cur = this.cursor;
     if (cur && at <= cur.pos && cur.pos <= pos) ({ pos: at, state: s } = cur);
     else s = KVState.restore(this.checkpoints.get(at));
     this.cursor = null;
-    for (; at < pos; at++) {
-      applyEvent(this.T, s, at);
-      if ((at + 1) % step === 0 && at + 1 > this.maxKey) {
-        this.checkpoints.set(at + 1, s.snapshot());
-        this.maxKey = at + 1;
-      }
-    }
+    for (; at < pos; at++) applyEvent(this.T, s, at);
     this.cursor = { pos, state: s };
     return s;
   }
-  // Build the next checkpoints ahead of time for at most `budgetMs`; true when all exist.
-  // Called from idle timers so that a first jump to the end costs one interval, not a replay.
-  warm(budgetMs = 12) {
-    const step = this.interval, last = Math.floor(this.T.n / step) * step;
-    const t0 = Date.now();
-    if (this.maxKey >= last) return true;
-    const s = KVState.restore(this.checkpoints.get(this.maxKey));
-    for (let at = this.maxKey; at < last; at++) {
-      applyEvent(this.T, s, at);
-      if ((at + 1) % step === 0) {
-        this.checkpoints.set(at + 1, s.snapshot());
-        this.maxKey = at + 1;
-        if (Date.now() - t0 > budgetMs) break;
-      }
-    }
-    return this.maxKey >= last;
-  }
 }
-
 // ---------------------------------------------------------------- navigation
 // The cursor moves of kvlab/viz/navigation.py (same names, same results).
 function clamp(T, i) { return Math.max(-1, Math.min(i, T.n - 1)); }

@@ -214,6 +214,9 @@ export function drawEvents(box, T, index, describe, before = 6, after = 6) {
   }
   if (index < 0) list.prepend(h("div", { cls: "kvlab-ev kvlab-current" }, "initial state (before event 0)"));
   box.replaceChildren(list);
-  const current = list.querySelector(".kvlab-current");  // keep the cursor's line in view
-  if (current) list.scrollTop = Math.max(0, current.offsetTop - list.offsetTop - list.clientHeight / 3);
+  // Keep the cursor's line in view, once the frame is laid out anyway (reading offsetTop now
+  // would force an extra layout on every step).
+  const current = list.querySelector(".kvlab-current");
+  const scroll = () => { list.scrollTop = Math.max(0, current.offsetTop - list.offsetTop - list.clientHeight / 3); };
+  if (current) (globalThis.requestAnimationFrame ?? ((f) => f()))(scroll);
 }

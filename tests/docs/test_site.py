@@ -1,0 +1,284 @@
+"""The tutorial site: vendored assets, the offline hooks, the how-to code, the strict build, and
+a real browser that steps a player with every non-local request blocked.
+
+The build (``mkdocs build --strict``) runs once per session into a temporary folder, with HTTP(S)
+proxies pointed at a closed port so anything that tried the network would fail.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytest.importorskip("mkdocs", reason="the site needs the docs extra: pip install 'kvlab[docs]'")
+import nbformat
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs"
+TUTORIALS = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+OFFLINE_ENV = {
+    "HTTP_PROXY": "http://127.0.0.1:9",
+    "HTTPS_PROXY": "http://127.0.0.1:9",
+    "http_proxy": "http://127.0.0.1:9",
+    "https_proxy": "http://127.0.0.1:9",
+    "NO_PROXY": "",
+    "no_proxy": "",
+    "NO_MKDOCS_2_WARNING": "1",
+}
+
+
+def _load(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(path.stem + "_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+hooks = _load(DOCS / "hooks.py")
+vendor = _load(DOCS / "vendor.py")
+
+
+# ---------------------------------------------------------------------------- no build needed
+def test_vendored_files_are_the_pinned_ones() -> None:
+    manifest = vendor.read_manifest()
+    assert set(manifest) == {target for files, _ in vendor.PACKAGES.values() for _, target in files}
+    for target, digest in manifest.items():
+        data = (vendor.VENDOR_DIR / target).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == digest, target
+    for path in hooks.VENDOR.values():  # what the pages load is what was vendored
+        assert (DOCS / (path if path.endswith(".js") else path + ".js")).is_file(), path
+
+
+NBCONVERT_HEAD = f"""<script src="{hooks.REQUIRE_CDN}"></script>
+<script>var widgetRendererSrc = '{hooks.WIDGETS_CDN}';
+if (old) {{ var widgetRendererSrc = '{hooks.OLD_WIDGETS_CDN}'; }}</script>
+<script src=""> </script>
+<script type="module">
+  const mermaid = (await import("https://cdnjs.cloudflare.com/ajax/libs/mermaid/11.10.0/mermaid.esm.min.mjs")).default;
+</script>
+<p>text</p>"""
+
+
+class _Page:
+    url = "tutorials/03_the_lru_free_queue/"
+
+
+def test_hook_points_the_widget_loaders_at_the_vendored_copies() -> None:
+    assert len(hooks.remote_loads(NBCONVERT_HEAD)) == 4
+    out = hooks.on_post_page(NBCONVERT_HEAD, _Page(), None)
+    assert hooks.remote_loads(out) == [] and "https:" not in out and "mermaid" not in out
+    assert '<script src="../../assets/vendor/requirejs/require.js"></script>' in out
+    assert 'paths: {anywidget: "../../assets/vendor/anywidget/index"}' in out
+    assert out.count("'../../assets/vendor/html-manager/embed-amd.js'") == 2
+    assert out.endswith("<p>text</p>")
+
+
+def test_hook_leaves_plain_pages_alone() -> None:
+    page = "<html><script src='../assets/javascripts/bundle.js'></script></html>"
+    assert hooks.on_post_page(page, _Page(), None) == page
+    assert hooks.remote_loads('<link rel="stylesheet" href="https://fonts.example/x.css">')
+
+
+def _snippets(md: Path) -> list[str]:
+    blocks = re.findall(r"```python\n(.*?)```", md.read_text(encoding="utf-8"), re.DOTALL)
+    return [b for b in blocks if not b.startswith("# not run")]
+
+
+@pytest.mark.parametrize("page", ["read-a-vllm-kv-event-stream", "trace-your-own-workload"])
+def test_how_to_code_runs(page: str, tmp_path: Path) -> None:
+    code = "\n".join(_snippets(DOCS / "how-to" / f"{page}.md"))
+    assert code.strip()
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **OFFLINE_ENV},
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------- the build
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("mkdocs_jupyter")
+    pytest.importorskip("mkdocstrings")
+    out = tmp_path_factory.mktemp("site")
+    # NOTE: cwd is a fresh folder so mkdocs-jupyter's cache (.cache/ under cwd) starts empty and
+    # is private to this build (xdist workers build concurrently).
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(REPO / "mkdocs.yml"),
+            "--site-dir",
+            str(out / "site"),
+        ],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **OFFLINE_ENV},
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    return out / "site"
+
+
+@pytest.mark.slow
+def test_every_page_is_built_and_loads_nothing_remote(site: Path) -> None:
+    for name in TUTORIALS:
+        assert (site / "tutorials" / name / "index.html").is_file(), name
+    for page in ["how-to/read-a-vllm-kv-event-stream", "explanation/design", "reference/core"]:
+        assert (site / page / "index.html").is_file(), page
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 20
+    for page in pages:
+        assert hooks.remote_loads(page.read_text(encoding="utf-8")) == [], page
+    for figure in (REPO / "figures").glob("*.svg"):
+        assert (site / "figures" / figure.name).read_bytes() == figure.read_bytes()
+
+
+@pytest.mark.slow
+def test_tutorial_pages_carry_their_players(site: Path) -> None:
+    html = (site / "tutorials" / "03_the_lru_free_queue" / "index.html").read_text(encoding="utf-8")
+    assert html.count('<script type="application/vnd.jupyter.widget-view+json"') == 1
+    assert 'type="application/vnd.jupyter.widget-state+json"' in html
+    assert '"model_module": "anywidget"' in html or '"model_module":"anywidget"' in html
+    assert "../../assets/vendor/requirejs/require.js" in html
+    assert "../../assets/vendor/html-manager/embed-amd.js" in html
+    assert "popleft_n" in html and "Traceback" not in html
+
+
+@pytest.mark.slow
+def test_api_reference_is_generated_from_docstrings(site: Path) -> None:
+    core = (site / "reference" / "core" / "index.html").read_text(encoding="utf-8")
+    for anchor in [
+        "kvlab.core.KVCacheManager.allocate_slots",
+        "kvlab.core.BlockPool.touch",
+        "kvlab.core.FreeKVCacheBlockQueue.popleft_n",
+    ]:
+        assert f'id="{anchor}"' in core, anchor
+    assert "Mirrors: vllm/v1/core" in core
+    viz = (site / "reference" / "viz" / "index.html").read_text(encoding="utf-8")
+    assert 'id="kvlab.viz.widgets.TracePlayer.step_over"' in viz
+    index = (site / "reference" / "index.html").read_text(encoding="utf-8")
+    assert 'id="kvlab.lab.launch_lab"' in index and 'id="kvlab.model.engine.LLM"' in index
+
+
+# ---------------------------------------------------------------------------- a real browser
+def _chromium() -> str | None:
+    return next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
+
+
+def _trace_of_notebook_3():
+    """Rebuild notebook 3's trace by running its cells tagged ``build-trace``."""
+    nb = nbformat.read(REPO / "notebooks" / "03_the_lru_free_queue.ipynb", as_version=4)
+    code = [c.source for c in nb.cells if "build-trace" in c.metadata.get("tags", [])]
+    namespace: dict = {}
+    exec(compile("\n".join(code), "03_the_lru_free_queue", "exec"), namespace)  # noqa: S102
+    return namespace["recorder"].trace()
+
+
+@pytest.fixture(scope="session")
+def served(site: Path) -> Iterator[str]:
+    handler = functools.partial(_QuietHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+    server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+READ_PLAYER = """root => {
+  const chips = [...root.querySelectorAll('.kvlab-chip')].map(c => parseInt(c.firstChild.textContent));
+  const caption = root.querySelector('.kvlab-caption').textContent;
+  return {chips, caption};
+}"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium (apt-get install chromium)")
+def test_a_player_steps_in_the_built_site_with_no_network(served: str) -> None:
+    playwright = pytest.importorskip("playwright.sync_api")
+    from kvlab.viz import encode_trace
+
+    trace = _trace_of_notebook_3()
+    remote: list[str] = []
+    errors: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=_chromium(),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            page = browser.new_page()
+
+            def route(r):
+                if r.request.url.startswith(served) or r.request.url.startswith(("data:", "blob:")):
+                    r.continue_()
+                else:
+                    remote.append(r.request.url)
+                    r.abort()
+
+            page.route("**/*", route)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(served + "tutorials/03_the_lru_free_queue/")
+            page.wait_for_selector(".kvlab-player", timeout=30_000)
+            root = page.locator(".kvlab-player").first
+            stored = page.evaluate(
+                "() => JSON.parse(document.querySelector("
+                "'script[type=\"application/vnd.jupyter.widget-state+json\"]').textContent)"
+            )
+            models = [m["state"] for m in stored["state"].values() if m["model_name"] == "AnyModel"]
+            assert models[0]["trace_data"] == encode_trace(trace)  # the page plays this trace
+
+            def check() -> int:
+                seen = root.evaluate(READ_PLAYER)
+                index = int(re.match(r"event (-?\d+) of", seen["caption"]).group(1))
+                assert seen["chips"] == trace.state_at(index).free_queue_order(), index
+                return index
+
+            assert check() == -1
+            indexes = []
+            for title in ["step into"] * 6 + ["step over"] * 6 + ["step into"] * 3:
+                root.locator(f"button[title^='{title}']").click()
+                indexes.append(check())
+            assert indexes == sorted(set(indexes)) and indexes[-1] > 20
+            root.locator("select[aria-label='event kind to jump to']").select_option(
+                "BLOCK_REMOVED"
+            )
+            root.get_by_role("button", name="next ▶").click()
+            assert trace[check()].kind.name == "BLOCK_REMOVED"
+            root.locator("button[title^='to the last event']").click()
+            assert check() == len(trace) - 1
+        finally:
+            browser.close()
+    assert remote == [], f"the page asked the network for {remote}"
+    assert errors == []

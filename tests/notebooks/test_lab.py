@@ -1,0 +1,109 @@
+"""kvlab.lab: the classroom-mode JupyterLab command, checked without and with a real server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+for _name in ("jupyterlab", "ipywidgets", "anywidget", "ipykernel"):
+    pytest.importorskip(_name, reason="kvlab lab needs the lab extra: pip install 'kvlab[lab]'")
+
+from kvlab.lab import LAB_EXTENSIONS, find_notebook_dir, lab_command
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_finds_the_course_notebooks_in_a_checkout() -> None:
+    assert find_notebook_dir(REPO) == REPO / "notebooks"
+    assert find_notebook_dir(REPO / "notebooks") == REPO / "notebooks"
+
+
+def test_prefers_notebooks_under_the_given_folder(tmp_path: Path) -> None:
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "01_mine.ipynb").write_text("{}")
+    assert find_notebook_dir(tmp_path) == (tmp_path / "notebooks").resolve()
+
+
+def test_falls_back_to_the_checkout_next_to_the_package(tmp_path: Path) -> None:
+    assert find_notebook_dir(tmp_path) == REPO / "notebooks"
+
+
+def test_command_opens_jupyterlab_on_the_folder() -> None:
+    cmd = lab_command(REPO / "notebooks", port=8899)
+    assert cmd[:3] == [sys.executable, "-m", "jupyterlab"]
+    assert f"--ServerApp.root_dir={REPO / 'notebooks'}" in cmd
+    assert "--ServerApp.port=8899" in cmd and "--ServerApp.port_retries=0" in cmd
+    assert not any(a.startswith("--ServerApp.port=") for a in lab_command(REPO / "notebooks"))
+
+
+@pytest.mark.parametrize("port", [0, 65536, -1, "8888", 8888.0, True])
+def test_rejects_a_bad_port(port: object) -> None:
+    with pytest.raises(ValueError, match="port must be an int in 1-65535"):
+        lab_command(REPO / "notebooks", port=port)  # type: ignore[arg-type]
+
+
+def test_rejects_a_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="is not a folder"):
+        lab_command(tmp_path / "nowhere")
+
+
+def test_the_widget_extensions_are_installed() -> None:
+    from jupyter_core.paths import jupyter_path
+
+    roots = [Path(p) for p in jupyter_path("labextensions")]
+    for ext in LAB_EXTENSIONS:
+        assert any((r / ext / "package.json").is_file() for r in roots), ext
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get_json(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
+@pytest.mark.slow
+def test_jupyterlab_serves_the_notebooks(tmp_path: Path) -> None:
+    port = _free_port()
+    extra = [
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        "--IdentityProvider.token=",
+        "--ServerApp.allow_root=True",
+        f"--ServerApp.runtime_dir={tmp_path}",
+    ]
+    server = subprocess.Popen(
+        lab_command(REPO / "notebooks", port, extra),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline, listing = time.monotonic() + 60, None
+        while time.monotonic() < deadline and listing is None:
+            try:
+                listing = _get_json(f"http://127.0.0.1:{port}/api/contents/")
+            except OSError:
+                time.sleep(0.5)
+        assert listing is not None, "JupyterLab did not answer within 60 s"
+        names = sorted(item["name"] for item in listing["content"])  # type: ignore[index]
+        assert [n for n in names if n.endswith(".ipynb")] == sorted(
+            p.name for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")
+        )
+        extensions = _get_json(f"http://127.0.0.1:{port}/lab/api/extensions")
+        found = {e["name"] for e in extensions if e["enabled"]}  # type: ignore[union-attr]
+        # The lab API lists "@scope/name" as "scope-name".
+        assert {x.lstrip("@").replace("/", "-") for x in LAB_EXTENSIONS} <= found
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
