@@ -20,6 +20,7 @@ Example:
 """
 
 from kvlab.core.block_pool import BlockHashToBlockMap, BlockPool
+from kvlab.core.config import VllmConfig
 from kvlab.core.kv_cache_blocks import KVCacheBlocks
 from kvlab.core.kv_cache_coordinator import (
     HybridKVCacheCoordinator,
@@ -58,7 +59,12 @@ from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KV
 from kvlab.core.metrics import PrefixCacheStats
 from kvlab.core.recorder import KVRecorder
 from kvlab.core.request import Request
-from kvlab.core.request_params import LoRARequest, MultiModalFeatureSpec, SamplingParams
+from kvlab.core.request_params import (
+    LoRARequest,
+    MultiModalFeatureSpec,
+    PlaceholderRange,
+    SamplingParams,
+)
 from kvlab.core.single_type_kv_cache_manager import (
     ChunkedLocalAttentionManager,
     CrossAttentionManager,
@@ -78,9 +84,9 @@ __all__ = [
     "KVCacheCoordinator", "KVCacheCoordinatorNoPrefixCache", "KVCacheGroupSpec",
     "KVCacheManager", "KVCacheSpec", "KVCacheTensor", "KVEventBatch", "KVRecorder",
     "LoRARequest", "MLAAttentionSpec", "MambaManager", "MambaSpec", "MultiModalFeatureSpec",
-    "PrefixCacheStats", "Request", "SamplingParams", "SingleTypeKVCacheManager",
+    "PlaceholderRange", "PrefixCacheStats", "Request", "SamplingParams", "SingleTypeKVCacheManager",
     "SinkFullAttentionManager", "SinkFullAttentionSpec", "SlidingWindowManager",
-    "SlidingWindowSpec", "UnitaryKVCacheCoordinator", "get_kv_cache_coordinator",
+    "SlidingWindowSpec", "UnitaryKVCacheCoordinator", "VllmConfig", "get_kv_cache_coordinator",
     "get_num_blocks", "get_request_block_hasher", "hash_block_tokens", "init_none_hash",
     "sha256", "sha256_cbor",
 ]

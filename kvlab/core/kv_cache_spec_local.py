@@ -111,8 +111,8 @@ class SlidingWindowSpec(AttentionSpec):
     ) -> int:
         """``cdiv(min(window - 1 + step tokens, max_model_len), block_size) + 1`` (blocks).
 
-        The +1: a window need not start on a block boundary (block_size 4, window [CDEF] in
-        [XXCD][EF] takes two blocks).
+        The +1: a window need not start on a block boundary (block_size 4, window ``CDEF`` in
+        ``XXCD | EF`` takes two blocks).
         """
         num_tokens = min(self.sliding_window - 1 + max_num_batched_tokens, max_model_len)
         return cdiv(num_tokens, self.block_size) + 1

@@ -5,8 +5,9 @@ AllBlocksCleared, EventBatch, KVEventBatch, MEDIUM_GPU): same names, fields, fie
 defaults and ``__hash__``. vLLM's are msgspec Structs (``array_like``, ``omit_defaults``,
 tagged by class name); kvlab core may not depend on msgspec, so these are dataclasses with
 ``to_dict`` / ``from_dict``. ``from_dict`` also reads what a msgpack decoder gives for a
-recorded vLLM stream: the tagged array ``["BlockStored", block_hashes, parent, ...]`` (trailing
-defaults omitted) and, for a batch, ``[ts, [events...], data_parallel_rank?]``.
+recorded vLLM stream: the tagged array ``["BlockStored", block_hashes, parent, ...]`` (msgspec
+0.22 writes every field of an ``array_like`` struct; shorter arrays are read too, the missing
+trailing fields taking their defaults) and, for a batch, ``[ts, [events...], data_parallel_rank]``.
 
 Example:
     >>> ev = BlockRemoved(block_hashes=[7], medium=MEDIUM_GPU, group_idx=0)

@@ -243,17 +243,17 @@ class Recorder:
     def req_blocks_add(
         self, request_id: str, kv_cache_group_id: int, block_ids: Sequence[int]
     ) -> None:
-        """Hook: req_to_blocks[request_id][group].extend(block_ids)."""
+        """Hook: ``req_to_blocks[request_id][group].extend(block_ids)``."""
         self._push((_ADDED, kv_cache_group_id, request_id, 0, 0, tuple(block_ids)))
 
     def req_blocks_null(
         self, request_id: str, kv_cache_group_id: int, indices: Sequence[int]
     ) -> None:
-        """Hook: req_to_blocks[request_id][group][i] = null_block for each i."""
+        """Hook: ``req_to_blocks[request_id][group][i] = null_block`` for each i."""
         self._push((_NULLED, kv_cache_group_id, request_id, 0, 0, tuple(indices)))
 
     def req_free(self, request_id: str, kv_cache_group_id: int) -> None:
-        """Hook: req_to_blocks[request_id][group] dropped."""
+        """Hook: ``req_to_blocks[request_id][group]`` dropped."""
         self._push((_FREED, kv_cache_group_id, request_id, 0, 0, _EMPTY))
 
     # ------------------------------------------------------------------ calls
