@@ -43,8 +43,10 @@ def nano_config(manager: NanoBlockManager) -> dict[str, Any]:
         manager: The manager.
 
     Returns:
-        A JSON-serialisable dict: one full-attention-like group, no null block, and
-        ``"cache": "nano-vllm"`` so a viewer can tell the design apart.
+        A JSON-serialisable dict: one full-attention-like group, no null block,
+        ``"cache": "nano-vllm"`` so a viewer can tell the design apart, and
+        ``"stale_entries_at_start"`` (16-hex-digit hash -> block_id): the map entries already
+        stale now, which no event will show (``kvlab.trace.explain_nano`` reads them).
     """
     return {
         "cache": "nano-vllm",
@@ -68,6 +70,9 @@ def nano_config(manager: NanoBlockManager) -> dict[str, Any]:
         "coordinator": None,
         "eagle_group_ids": [],
         "hash": "xxhash64 (nano-vllm)",
+        "stale_entries_at_start": {
+            f"{h:016x}": b for h, b in sorted(manager.stale_entries().items())
+        },
     }
 
 

@@ -9,7 +9,9 @@ block position of which request, from the events alone:
 * ``BLOCK_STORED``: the hashes of blocks ``num_cached_blocks .. num_full_blocks - 1`` in order
   (used when no null block was skipped, i.e. the counts agree);
 * ``LOOKED_UP`` inside ``get_computed_blocks`` for groups that scan forward (full attention):
-  probe k of a turn is block k.
+  probe k of a turn is block k. A nano-vllm trace (``config["cache"] == "nano-vllm"``) probes
+  inside ``allocate`` instead, block 0, 1, ... up to its first miss: the same rule applies, so
+  a request whose prefix hit (and therefore stored nothing) still gets its chain.
 
 Only groups whose block_size equals ``hash_block_size`` are read (a larger block's hash is not
 one link of the hash_block_size chain). Positions a trace never names stay unknown, and a
@@ -32,7 +34,13 @@ from kvlab.trace import EventKind, KVState
 from kvlab.trace.tables import key_code
 from kvlab.trace.view import short_hash
 
-__all__ = ["FORWARD_MANAGERS", "HashTree", "build_hash_tree", "cached_blocks_of"]
+__all__ = [
+    "FORWARD_MANAGERS",
+    "HashTree",
+    "build_hash_tree",
+    "cached_blocks_of",
+    "lookup_call_names",
+]
 
 K = EventKind
 
@@ -120,8 +128,18 @@ def _chain_groups(config: dict[str, Any]) -> tuple[set[int] | None, set[int] | N
         return None, None
     hbs = config.get("hash_block_size")
     exact = {i for i, g in enumerate(groups) if hbs is None or int(g.get("block_size", hbs)) == hbs}
+    if config.get("cache") == "nano-vllm":
+        return exact, exact  # NOTE: nano-vllm's allocate always scans forward
     forward = {i for i in exact if groups[i].get("manager") in FORWARD_MANAGERS}
     return exact, forward
+
+
+def lookup_call_names(config: dict[str, Any]) -> tuple[str, ...]:
+    """Names of the calls whose LOOKED_UP events are prefix-cache lookups for ``config``'s
+    design: ``get_computed_blocks`` (vLLM V1), plus ``allocate`` for nano-vllm."""
+    if config.get("cache") == "nano-vllm":
+        return ("get_computed_blocks", "allocate")
+    return ("get_computed_blocks",)
 
 
 def _stored_positions(trace: Any, exact: set[int] | None, known: dict[int, dict[int, int]]) -> None:
@@ -144,10 +162,11 @@ def _lookup_positions(
     trace: Any, forward: set[int] | None, known: dict[int, dict[int, int]]
 ) -> None:
     c = trace.cols
-    if "get_computed_blocks" not in trace.call_names:
+    names = [n for n in lookup_call_names(trace.config) if n in trace.call_names]
+    if not names:
         return
-    call_id = trace.call_names.index("get_computed_blocks")
-    begins = np.flatnonzero((c.kind == K.CALL_BEGIN) & (c.group == call_id))
+    call_ids = [trace.call_names.index(n) for n in names]
+    begins = np.flatnonzero((c.kind == K.CALL_BEGIN) & np.isin(c.group, call_ids))
     rows = np.flatnonzero((c.kind == K.LOOKED_UP) | (c.kind == K.FIXED_POINT_ITERATED))
     owners = np.searchsorted(begins, rows, side="right") - 1
     counters: dict[int, int] = {}

@@ -3,7 +3,8 @@
 The widget is a small Python model with synced traitlets and a view written in JavaScript
 (``kvlab/viz/static``): the trace travels once, in compact columnar form (``encode_trace``),
 and the JavaScript replays it with checkpoints and draws the pool grid, free queue, block
-table, hash chains and events. Stepping works in the browser alone, so a saved notebook or an
+table, token positions -> slots, allocate_slots' layout, the hybrid fixed point, hash chains
+and events (``VIEWS``; each computed from the trace alone). Stepping works in the browser alone, so a saved notebook or an
 ``export_html`` page plays without a kernel; the Python methods below move the same cursor
 from code (the same rules: ``kvlab.viz.navigation``).
 
@@ -35,10 +36,25 @@ from kvlab.viz.assets import player_css, player_esm
 from kvlab.viz.encode import FORMAT, encode_trace
 from kvlab.viz.navigation import Navigator
 
-__all__ = ["VIEWS", "TracePlayer"]
+__all__ = ["DEFAULT_VIEWS", "VIEWS", "TracePlayer"]
 
-VIEWS = ("pool", "free_queue", "block_table", "hash_chain", "events")
-"""The player's panels, top to bottom."""
+VIEWS = (
+    "pool",
+    "free_queue",
+    "block_table",
+    "slot_mapping",
+    "allocate_slots",
+    "fixed_point",
+    "hash_chain",
+    "events",
+)
+"""The player's panels, top to bottom: pool grid, free queue, block table, token positions ->
+slots of the current allocate_slots call's request (one row per group), allocate_slots' token
+layout to scale in blocks, the hybrid fixed point of the current get_computed_blocks call
+(iterations x attention groups), hash chains, events."""
+
+DEFAULT_VIEWS = ("pool", "free_queue", "block_table", "hash_chain", "events")
+"""Panels shown unless ``views`` says otherwise (the same as export_html's default)."""
 
 
 class TracePlayer(anywidget.AnyWidget):
@@ -67,7 +83,9 @@ class TracePlayer(anywidget.AnyWidget):
     playing = t.Bool(False, help="the browser is stepping on a timer").tag(sync=True)
     speed = t.Float(4.0, help="play speed (steps per second), in (0, 1000]").tag(sync=True)
     play_mode = t.Enum(("over", "into"), "over", help="what one play step does").tag(sync=True)
-    views = t.List(t.Unicode(), list(VIEWS), help=f"panels to show, from {VIEWS}").tag(sync=True)
+    views = t.List(
+        t.Unicode(), list(DEFAULT_VIEWS), help=f"panels to show, from {VIEWS}"
+    ).tag(sync=True)
     requests = t.List(
         t.Unicode(), [], help="request ids whose hash chains are drawn ([] = those holding blocks)"
     ).tag(sync=True)

@@ -2,9 +2,14 @@
 // shim in kvlab/viz/export.py). Stepping and drawing happen here, in the browser, so the player
 // works without a kernel. Synced state (kvlab/viz/widgets.py::TracePlayer): trace_data, index,
 // playing, speed, play_mode, views, requests, jump_kind, max_queue, checkpoint_interval.
+// Views: pool grid, free queue, block table, token positions → slots, allocate_slots anatomy,
+// hybrid fixed point, hash chains, events (views.js), all computed here from the trace.
 
 import { KIND, NAV, Replayer, describe, loadTrace } from "./replay.js";
-import { blockTitle, drawBlockTable, drawEvents, drawFreeQueue, drawHashChain, drawPool, legend } from "./views.js";
+import {
+  blockTitle, drawAllocateSlots, drawBlockTable, drawEvents, drawFixedPoint, drawFreeQueue, drawHashChain, drawPool,
+  drawSlotMapping, legend,
+} from "./views.js";
 
 const LOADED = new WeakMap();  // trace_data object -> { T, R, firstSeen }
 
@@ -74,9 +79,9 @@ function render({ model, el: root }) {
     ...[1, 2, 4, 8, 16, 60, 240].map((v) => el("option", { value: String(v) }, `${v}/s`)));
   const mode = el("select", { cls: "kvlab-select", "aria-label": "what play steps" },
     el("option", { value: "over" }, "play steps over calls"), el("option", { value: "into" }, "play steps into calls"));
-  const panels = Object.fromEntries(["pool", "free_queue", "block_table", "hash_chain", "events"]
-    .map((name) => [name, el("div", { cls: "kvlab-panel", "data-view": name })]));
-  panels.hash_chain.classList.add("kvlab-scroll");
+  const panels = Object.fromEntries(["pool", "free_queue", "block_table", "slot_mapping", "allocate_slots",
+    "fixed_point", "hash_chain", "events"].map((name) => [name, el("div", { cls: "kvlab-panel", "data-view": name })]));
+  for (const name of ["hash_chain", "slot_mapping", "allocate_slots"]) panels[name].classList.add("kvlab-scroll");
   const canvas = el("canvas", { cls: "kvlab-pool" });
   const poolTitle = el("div", { cls: "kvlab-title" });
   panels.pool.append(poolTitle, canvas, legend(T.numGroups, T.data.config));
@@ -127,6 +132,9 @@ function render({ model, el: root }) {
     }
     if (views.has("free_queue")) drawFreeQueue(panels.free_queue, T, s, model.get("max_queue"));
     if (views.has("block_table")) drawBlockTable(panels.block_table, T, s);
+    if (views.has("slot_mapping")) drawSlotMapping(panels.slot_mapping, T, s, i);
+    if (views.has("allocate_slots")) drawAllocateSlots(panels.allocate_slots, T, i, Math.max(240, (poolWidth || 880) - 8));
+    if (views.has("fixed_point")) drawFixedPoint(panels.fixed_point, T, i);
     if (views.has("hash_chain")) drawHashChain(panels.hash_chain, T, s, chainRequests(model, T, s, firstSeen, i));
     if (views.has("events")) drawEvents(panels.events, T, i, describe);
   }
@@ -157,7 +165,7 @@ function render({ model, el: root }) {
     el("div", { cls: "kvlab-toolbar" }, el("span", {}, "jump to "), kindSelect,
       el("button", { cls: "kvlab-btn", onclick: () => act("prev_kind") }, "◀ previous"),
       el("button", { cls: "kvlab-btn", onclick: () => act("next_kind") }, "next ▶")),
-    caption, panels.pool, panels.free_queue, panels.block_table, panels.hash_chain, panels.events);
+    caption, ...Object.values(panels));
   root.replaceChildren(wrap);
   // Testing hook (browser tests, benchmarks): the decoded trace, the replayer, the moves.
   const hook = { T, R, model, act, draw, seek: go, timings: { ...timings }, state: () => R.stateAt(model.get("index")) };

@@ -64,7 +64,7 @@ export function loadTrace(data) {
     hashBytes: decodeArray(data.hashes), keyShift: 2 ** data.key_group_bits,
     tree: { parent: decodeArray(data.hash_tree.parent), position: decodeArray(data.hash_tree.position),
       chains: ragged(data.hash_tree.chains) },
-    byKind: new Map(),
+    byKind: new Map(), byCall: new Map(),
   };
 }
 
@@ -336,4 +336,113 @@ export function describe(T, i) {
   else if (k === KIND.REQ_FREED) body = ` group=${c.group[i]}`;
   else if (p.length || k === KIND.REQ_BLOCKS_ADDED) body = `${k === KIND.REQ_BLOCKS_ADDED ? ` group=${c.group[i]}` : ""} block_ids=${list(p)}`;
   return `#${i} ${name}${req}${body}`;
+}
+
+// ---------------------------------------------------------------- calls
+// What one KVCacheManager call did, from the trace alone (kvlab/viz/calls.py, same rules and
+// the same numbers): the call at a cursor, allocate_slots' token layout, the hybrid fixed
+// point's turns, and token positions -> slots from a replayed state.
+export const SEGMENTS = [
+  ["comp", "num_computed_tokens", "already computed, blocks held"],
+  ["new_comp", "num_new_computed_tokens", "prefix-cache hit (touch)"],
+  ["ext_comp", "num_external_computed_tokens", "KV from a connector"],
+  ["new", "num_new_tokens", "computed this step"],
+  ["lookahead", "num_lookahead_tokens", "draft slots, never cached"],
+];
+
+function callName(T, begin) { return T.callNames[T.c.group[begin]] ?? `call#${T.c.group[begin]}`; }
+
+// kvlab/trace/view.py::decode_call: a CALL_BEGIN's args or a CALL_END's result, by name.
+function namedValues(T, i) {
+  const c = T.c, isEnd = c.kind[i] === KIND.CALL_END, name = callName(T, i), spec = T.data.call_specs[name];
+  if (c.a[i] === VERBATIM || !spec) {
+    const p = Array.from(payload(T, i)), values = c.a[i] === VERBATIM ? p : [c.a[i], c.b[i], ...p];
+    const names = spec ? (isEnd ? spec.result : spec.args) : null;
+    if (names && names.length && names.length === values.length) return Object.fromEntries(names.map((n, j) => [n, values[j]]));
+    if (name === "evict_blocks" && !isEnd) return { block_ids: values };
+    return values.length ? { [isEnd ? "result" : "args"]: values } : {};
+  }
+  const { values, names } = callArgs(T, i);
+  return Object.fromEntries(names.map((n, j) => [n, values[j]]));
+}
+
+// The call whose CALL_BEGIN is `begin`: {begin, end (-1 unfinished), name, request (id or
+// null), args, result ({} while unfinished)}, like kvlab.trace.Call.
+export function callAt(T, begin) {
+  const end = T.endOf[begin], r = T.c.request[begin];
+  return { begin, end, name: callName(T, begin), request: r >= 0 ? T.requests[r] : null, requestIndex: r,
+    args: namedValues(T, begin), result: end >= 0 ? namedValues(T, end) : {} };
+}
+
+function beginsNamed(T, name) {
+  if (name === null) return rowsOf(T, KIND.CALL_BEGIN);
+  if (!T.byCall.has(name)) T.byCall.set(name, rowsOf(T, KIND.CALL_BEGIN).filter((b) => callName(T, b) === name));
+  return T.byCall.get(name);
+}
+
+// calls.py::find_call: the innermost call named `name` enclosing `index`, else the last such
+// call that began at or before it (null when there is none; name null = any call).
+export function findCall(T, index, name = null) {
+  if (!(index >= -1 && index < T.n)) throw new RangeError(`kvlab: event ${index} outside [-1, ${T.n})`);
+  if (index < 0) return null;
+  for (let j = T.c.kind[index] === KIND.CALL_BEGIN ? index : T.parent[index]; j >= 0; j = T.parent[j]) {
+    if (name === null || callName(T, j) === name) return callAt(T, j);
+  }
+  const begins = beginsNamed(T, name), k = bisect(begins, index, true) - 1;
+  return k >= 0 ? callAt(T, begins[k]) : null;
+}
+
+// Tokens per block of a group (trace config; group 0's, then hash_block_size, then 16).
+export function blockSizeOf(T, group = 0) {
+  const cfg = T.data.config, groups = cfg.groups || [];
+  return Number(groups[group]?.block_size || groups[0]?.block_size || cfg.hash_block_size || 16);
+}
+
+// calls.py::slot_layout: the five spans of an allocate_slots call, left to right (tokens).
+export function slotLayout(call, blockSize) {
+  if (call.name !== "allocate_slots") throw new Error(`kvlab: slotLayout needs an allocate_slots call, got ${call.name}`);
+  if (!(blockSize >= 1)) throw new Error(`kvlab: block_size must be >= 1 (tokens), got ${blockSize}`);
+  let pos = 0;
+  const segments = SEGMENTS.map(([name, arg, meaning]) => {
+    const seg = { name, start: pos, num_tokens: call.args[arg] ?? 0, meaning };
+    pos += seg.num_tokens;
+    return seg;
+  });
+  const done = Object.keys(call.result).length > 0;
+  return { block_size: blockSize, segments, num_tokens: pos, num_blocks: Math.ceil(pos / blockSize),
+    num_blocks_to_allocate: call.result.num_blocks_to_allocate ?? -1,
+    allocated: done ? Boolean(call.result.allocated) : null };
+}
+
+// calls.py::fixed_point_rows: the FIXED_POINT_ITERATED turns inside `call` (empty: unitary).
+export function fixedPointRows(T, call) {
+  const stop = call.end >= 0 ? call.end : T.n - 1, rows = rowsOf(T, KIND.FIXED_POINT_ITERATED), out = [];
+  for (let k = bisect(rows, call.begin, false); k < rows.length && rows[k] <= stop; k++) {
+    const i = rows[k], p = payload(T, i);
+    out.push({ seq: i, iteration: T.c.a[i], kv_cache_group_ids: Array.from(p.subarray(2)),
+      hit_length_in: T.c.b[i], hit_length_out: p[0], reused: Boolean(p[1]), shortened: p[0] < T.c.b[i] });
+  }
+  return out;
+}
+
+// Token positions [from, to) of request index `r` -> {block_id, slot} per group, from the
+// block list in state `s` (slot = block_id * block_size + position % block_size; null where
+// the request holds no block there yet; a null_block gives slot -1).
+export function slotMapping(T, s, r, from, to) {
+  return s.req.map((m, g) => {
+    const blocks = m.get(r) || [], bs = blockSizeOf(T, g), cells = [];
+    for (let pos = from; pos < to; pos++) {
+      const b = blocks[Math.floor(pos / bs)];
+      cells.push(b === undefined ? null : { block_id: b, slot: b === T.nullBlock ? -1 : b * bs + (pos % bs) });
+    }
+    return cells;
+  });
+}
+
+// snapshot.py::group_label: "group 1 · SlidingWindow (window 8)".
+export function groupLabel(config, g) {
+  const spec = config.groups?.[g];
+  if (!spec) return `group ${g}`;
+  const extra = spec.sliding_window ? ` (window ${spec.sliding_window})` : "";
+  return `group ${g} · ${String(spec.spec ?? "?").replace(/Spec$/, "")}${extra}`;
 }

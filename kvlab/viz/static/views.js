@@ -2,13 +2,14 @@
 // Each view redraws one container from a trace T and a replayed state s (replay.js).
 // Colours are kvlab/viz/palette.py's (tests/viz checks the hex values match).
 
-import { hashHex } from "./replay.js";
+import { blockSizeOf, findCall, fixedPointRows, groupLabel, hashHex, slotLayout, slotMapping } from "./replay.js";
 
 export const COLOURS = {
   null: ["#3a3a3a", "#ffffff"], in_use: ["#1d4ed8", "#ffffff"], shared: ["#7e22ce", "#ffffff"],
   in_transit: ["#0f766e", "#ffffff"], evictable: ["#f59e0b", "#000000"], free: ["#d4d4d4", "#000000"],
   hit: "#15803d", miss: "#dc2626",
 };
+export const SEGMENT_COLOURS = { comp: "#475569", new_comp: "#15803d", ext_comp: "#0e7490", new: "#1d4ed8", lookahead: "#a855f7" };
 export const GROUP_COLOURS = ["#1d4ed8", "#ea580c", "#059669", "#db2777", "#7c3aed", "#65a30d"];
 export const LABELS = {
   null: "null_block", in_use: "in use (ref_cnt 1)", shared: "shared (ref_cnt ≥ 2)",
@@ -219,4 +220,96 @@ export function drawEvents(box, T, index, describe, before = 6, after = 6) {
   const current = list.querySelector(".kvlab-current");
   const scroll = () => { list.scrollTop = Math.max(0, current.offsetTop - list.offsetTop - list.clientHeight / 3); };
   if (current) (globalThis.requestAnimationFrame ?? ((f) => f()))(scroll);
+}
+
+// ---------------------------------------------------------------- calls
+function dim(text) { return h("div", { cls: "kvlab-dim" }, text); }
+
+// The hybrid fixed point of the get_computed_blocks call at (or last before) `index`: rows are
+// iterations, columns attention groups, a cell "in → out" candidate hit length (tokens), red
+// with ✂ where that group shortened it; turns after the cursor are faded, the cursor's outlined.
+export function drawFixedPoint(box, T, index) {
+  const call = findCall(T, index, "get_computed_blocks");
+  if (!call) return box.replaceChildren(dim("no get_computed_blocks call yet"));
+  const rows = fixedPointRows(T, call), head = `get_computed_blocks [${call.request}] at event #${call.begin}`;
+  if (!rows.length) return box.replaceChildren(dim(`${head}: one attention type, no fixed point`));
+  const keyOf = (ids) => ids.join(","), columns = [...new Map(rows.map((r) => [keyOf(r.kv_cache_group_ids), r.kv_cache_group_ids])).values()];
+  const table = h("table", { cls: "kvlab-table kvlab-fixed" }, h("tr", {}, h("th", {}, "iteration"),
+    ...columns.map((ids) => h("th", {}, ids.map((g) => groupLabel(T.data.config, g)).join(", ")))));
+  for (const it of [...new Set(rows.map((r) => r.iteration))].sort((a, b) => a - b)) {
+    const tr = h("tr", {}, h("th", {}, String(it)));
+    for (const ids of columns) {
+      const r = rows.find((x) => x.iteration === it && keyOf(x.kv_cache_group_ids) === keyOf(ids));
+      if (!r) { tr.append(h("td")); continue; }
+      const cls = [r.seq > index ? "kvlab-future" : "", r.seq === index ? "kvlab-here" : ""].join(" ").trim();
+      const style = r.shortened ? { background: COLOURS.miss, color: "#ffffff" } : {};
+      tr.append(h("td", { cls, style, "data-seq": String(r.seq), title: `event #${r.seq}` },
+        `${r.hit_length_in} → ${r.hit_length_out}` + (r.shortened ? " ✂" : "") + (r.reused ? " (reused)" : "")));
+    }
+    table.append(tr);
+  }
+  const done = call.end >= 0 && call.end <= index;
+  const result = done ? `result: num_new_computed_tokens = ${call.result.num_new_computed_tokens}` : "converging…";
+  box.replaceChildren(h("div", { cls: "kvlab-title" }, `hybrid fixed point · ${head}`), table,
+    dim(`tokens · ✂ this group shortened the candidate · (reused) full attention truncated its earlier hit · ${result}`));
+}
+
+function callTitle(call, layout) {
+  const res = layout.allocated === null ? "unfinished"
+    : `${layout.allocated ? "allocated" : "refused (None)"}, num_blocks_to_allocate = ${layout.num_blocks_to_allocate}`;
+  return `allocate_slots [${call.request}] at event #${call.begin} · ${res}`;
+}
+
+// allocate_slots' layout (comp | new_comp | ext_comp | new | lookahead) drawn to scale in
+// blocks: every block the same width, white ticks at block boundaries, a ruler of block indexes.
+export function drawAllocateSlots(box, T, index, maxWidth = 960) {
+  const call = findCall(T, index, "allocate_slots");
+  if (!call) return box.replaceChildren(dim("no allocate_slots call yet"));
+  const layout = slotLayout(call, blockSizeOf(T)), bs = layout.block_size, nb = Math.max(layout.num_blocks, 1);
+  const px = Math.max(3, Math.min(64, Math.floor(maxWidth / nb))), bar = h("div", { cls: "kvlab-slots", style: { width: `${nb * px}px` } });
+  for (const seg of layout.segments) {
+    if (!seg.num_tokens) continue;
+    bar.append(h("div", { cls: "kvlab-seg", "data-segment": seg.name, title: `${seg.name}: tokens ${seg.start}..${seg.start + seg.num_tokens - 1}`,
+      style: { left: `${(seg.start / bs) * px}px`, width: `${(seg.num_tokens / bs) * px}px`, background: SEGMENT_COLOURS[seg.name] } }));
+  }
+  bar.append(h("div", { cls: "kvlab-ticks", style: { backgroundSize: `${px}px 100%` } }));
+  const every = Math.ceil(28 / px), ruler = h("div", { cls: "kvlab-ruler", style: { width: `${nb * px}px` } });
+  for (let b = 0; b < nb; b += every) ruler.append(h("span", { style: { left: `${b * px}px` } }, String(b)));
+  const legendRow = h("div", { cls: "kvlab-legend" }, ...layout.segments.map((seg) => h("span", { cls: "kvlab-legend-item" },
+    h("span", { cls: "kvlab-swatch", style: { background: SEGMENT_COLOURS[seg.name], color: "#ffffff" } }, seg.name),
+    `${seg.num_tokens} tokens: ${seg.meaning}`)));
+  box.replaceChildren(h("div", { cls: "kvlab-title" }, callTitle(call, layout)), bar, ruler, legendRow,
+    dim(`block_size = ${bs} tokens · ${layout.num_tokens} tokens in ${layout.num_blocks} blocks · ruler = logical block index`));
+}
+
+// Token positions → slots of the allocate_slots call's request at `index`, one row per group,
+// from the request's block list in the replayed state `s`. At most `maxCols` positions: all of
+// them when they fit, else a window that starts at the tokens computed this step.
+export function drawSlotMapping(box, T, s, index, maxCols = 48) {
+  const call = findCall(T, index, "allocate_slots");
+  if (!call) return box.replaceChildren(dim("no allocate_slots call yet"));
+  const layout = slotLayout(call, blockSizeOf(T)), total = layout.num_tokens;
+  const newStart = layout.segments[3].start, from = total <= maxCols ? 0 : Math.max(0, Math.min(newStart, total - maxCols));
+  const to = Math.min(total, from + maxCols), rows = slotMapping(T, s, call.requestIndex, from, to);
+  const segOf = (pos) => layout.segments.find((seg) => seg.start <= pos && pos < seg.start + seg.num_tokens);
+  const head = h("tr", {}, h("th", {}, "position"));
+  for (let pos = from; pos < to; pos++) {
+    const seg = segOf(pos);
+    head.append(h("th", { title: seg?.name ?? "", style: seg ? { background: SEGMENT_COLOURS[seg.name], color: "#ffffff" } : {} }, String(pos)));
+  }
+  const table = h("table", { cls: "kvlab-table kvlab-slotmap" }, head);
+  rows.forEach((cells, g) => {
+    const tr = h("tr", { "data-group": String(g) }, h("th", {}, T.numGroups > 1 ? groupLabel(T.data.config, g) : "slot"));
+    cells.forEach((cell, k) => {
+      if (cell === null) return tr.append(h("td", { cls: "kvlab-dim", title: "no block yet" }, "·"));
+      const st = blockStatus(T, s, cell.block_id), pos = from + k;
+      tr.append(h("td", { title: `position ${pos} → block ${cell.block_id}, offset ${pos % blockSizeOf(T, g)}`,
+        style: { background: COLOURS[st][0], color: COLOURS[st][1] } },
+      cell.slot < 0 ? "∅" : String(cell.slot), h("small", {}, `b${cell.block_id}`)));
+    });
+    table.append(tr);
+  });
+  const span = total === 0 ? "no tokens" : `positions ${from}..${to - 1} of ${total}`;
+  box.replaceChildren(h("div", { cls: "kvlab-title" }, `token positions → slots · request ${call.request} · ${span}`), table,
+    dim("slot = block_id × block_size + position % block_size · · = no block yet · ∅ = null_block (outside the window)"));
 }

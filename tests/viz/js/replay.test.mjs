@@ -1,5 +1,5 @@
-// Node test of kvlab/viz/static/replay.js: the JavaScript replay and cursor moves must give
-// what Python gives. Run by tests/viz/test_player_js.py, which writes the fixture (traces,
+// Node test of kvlab/viz/static/replay.js: the JavaScript replay, cursor moves and call views
+// (find_call, fixed_point_rows, slot_layout, token positions -> slots) must give what Python gives. Run by tests/viz/test_player_js.py, which writes the fixture (traces,
 // Python's KVState at scrambled indexes, Python's Navigator results) and sets
 // KVLAB_REPLAY_FIXTURE to its path.
 import { test } from "node:test";
@@ -21,6 +21,9 @@ function canonical(s) {
     req_to_blocks: s.req.map((m) => sorted([...m].map(([r, ids]) => [r, Array.from(ids)]))),
   };
 }
+
+// The first allocate_slots call of a trace (for the error checks).
+function want0(c, T) { return replay.findCall(T, T.n - 1, "allocate_slots"); }
 
 for (const c of fixture.cases) {
   test(`${c.name}: replayed state equals Python's state_at at every asked index`, () => {
@@ -52,6 +55,33 @@ for (const c of fixture.cases) {
       assert.deepEqual(next.map((_, k) => replay.NAV.next_kind(T, k - 1, replay.KIND[kind])), next, `next ${kind}`);
       assert.deepEqual(prev.map((_, k) => replay.NAV.prev_kind(T, k - 1, replay.KIND[kind])), prev, `prev ${kind}`);
     }
+  });
+
+  test(`${c.name}: calls, fixed-point rows, slot layout and slots equal kvlab.viz.calls`, () => {
+    const T = replay.loadTrace(c.trace);
+    const R = new replay.Replayer(T, c.interval);
+    const plain = (call) => call && { begin: call.begin, end: call.end, name: call.name, request: call.request,
+      args: call.args, result: call.result };
+    let rows = 0, layouts = 0;
+    for (const [i, want] of c.calls) {
+      assert.deepEqual(plain(replay.findCall(T, i)), want.any, `find_call(${i})`);
+      const gcb = replay.findCall(T, i, "get_computed_blocks"), alloc = replay.findCall(T, i, "allocate_slots");
+      assert.deepEqual(plain(gcb), want.gcb, `get_computed_blocks at ${i}`);
+      assert.deepEqual(plain(alloc), want.alloc, `allocate_slots at ${i}`);
+      assert.deepEqual(gcb && replay.fixedPointRows(T, gcb), want.fixed_point, `fixed_point_rows at ${i}`);
+      rows += want.fixed_point?.length ?? 0;
+      if (!alloc) continue;
+      const layout = replay.slotLayout(alloc, replay.blockSizeOf(T));
+      assert.deepEqual(layout, want.layout, `slot_layout at ${i}`);
+      const slots = replay.slotMapping(T, R.stateAt(i), alloc.requestIndex, 0, layout.num_tokens);
+      assert.deepEqual(slots, want.slots, `slots at ${i}`);
+      layouts += layout.num_tokens > 0;
+    }
+    assert.ok(layouts > 0, "no allocate_slots layout was compared");
+    if (T.numGroups > 1) assert.ok(rows > 0, "no fixed-point row was compared");
+    assert.deepEqual(c.labels.map((_, g) => replay.groupLabel(T.data.config, g)), c.labels);
+    assert.throws(() => replay.findCall(T, T.n), RangeError);
+    assert.throws(() => replay.slotLayout(want0(c, T), 0), /block_size must be >= 1/);
   });
 
   test(`${c.name}: a step outside the trace is refused`, () => {
