@@ -19,6 +19,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
+from kvlab.viz.compare_nano import last_deque_scan
 from kvlab.viz.palette import STATUS_GLYPHS, STATUS_LABELS, status_style, superscript
 from kvlab.viz.snapshot import (
     BlockCell,
@@ -183,6 +184,10 @@ def _queue_chip(block_id: int, status: BlockStatus) -> Text:
 def render_free_queue(trace: Any, index: int, max_blocks: int = 32) -> RenderableType:
     """The free_block_queue at event ``index``, fake head to fake tail (LRU order).
 
+    A nano-vllm trace is labelled as its deque (``free_block_ids``, O(n) remove) and, when the
+    call at ``index`` re-activated a freed cached block, says how many positions that remove
+    scanned; a KV-event trace is labelled as kvlab's slots.
+
     ``popleft`` takes from the head (left): the least recently freed block, evicted first when
     it is cached. ``free_blocks`` appends at the tail. Long queues keep their head end and a
     few tail blocks, with the number hidden in between.
@@ -199,21 +204,46 @@ def render_free_queue(trace: Any, index: int, max_blocks: int = 32) -> Renderabl
     state = state_at(trace, index)
     statuses = block_statuses(state)
     window = free_queue_window(state.free_queue_order(), max_blocks)
-    title = Text(
-        f"free_block_queue · {window.length} blocks · popleft takes from the left "
-        "(least recently freed first)",
-        style="bold",
-    )
+    title, tail_note = _queue_labels(trace.config.get("cache"), window.length)
     items = [Text("evicts first ◀", style="bold #dc2626"), Text("HEAD", style="bold")]
     items += [Text("⇄ ") + _queue_chip(b, statuses[b]) for b in window.head]
     if window.num_hidden:
         items.append(Text(f"⇄ … {window.num_hidden} more …", style="italic"))
     items += [Text("⇄ ") + _queue_chip(b, statuses[b]) for b in window.tail]
-    items += [
-        Text("⇄ ") + Text("TAIL", style="bold"),
-        Text("◀ free_blocks appends here", style="dim"),
-    ]
-    return Group(title, Flow(items, indent="    "))
+    items += [Text("⇄ ") + Text("TAIL", style="bold"), Text(tail_note, style="dim")]
+    parts: list[RenderableType] = [title, Flow(items, indent="    ")]
+    scan = last_deque_scan(trace, index)
+    if scan is not None:
+        seq, block_id, steps = scan
+        parts.append(
+            Text(
+                f"remove(block {block_id}) at event #{seq}: scanned {steps} position(s) of the "
+                "deque to find it (vLLM V1's FreeKVCacheBlockQueue unlinks in O(1))",
+                style="italic",
+            )
+        )
+    return Group(*parts)
+
+
+def _queue_labels(cache: str | None, length: int) -> tuple[Text, str]:
+    """The free-queue title and tail note for a cache design (``config["cache"]``)."""
+    if cache == "nano-vllm":
+        title = (
+            f"free_block_ids · nano-vllm deque · {length} blocks · popleft / append; "
+            "a hit on a free block is removed by an O(n) scan"
+        )
+        return Text(title, style="bold"), "◀ deallocate appends here (last block first)"
+    if cache == "vllm-kv-events":
+        title = (
+            f"slots rebuilt from vLLM KV events · {length} slots · slot order, "
+            "not vLLM's eviction order"
+        )
+        return Text(title, style="bold"), "◀ (no free order is in the event stream)"
+    title = (
+        f"free_block_queue · {length} blocks · popleft takes from the left "
+        "(least recently freed first)"
+    )
+    return Text(title, style="bold"), "◀ free_blocks appends here"
 
 
 def render_block_table(trace: Any, index: int, max_columns: int = 16) -> RenderableType:

@@ -22,6 +22,7 @@ from kvlab.viz.calls import (
     fixed_point_rows,
     slot_layout,
 )
+from kvlab.viz.compare_nano import event_notes, render_cache_header
 from kvlab.viz.hash_tree import HashTree, build_hash_tree, cached_blocks_of
 from kvlab.viz.palette import HIT, MISS, SEGMENT_COLOURS
 from kvlab.viz.snapshot import group_label, state_at
@@ -213,6 +214,9 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
 def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> RenderableType:
     """The events around ``index``, nested calls indented, ``index`` highlighted.
 
+    A nano-vllm trace's events carry notes where nano-vllm differs from vLLM V1 (a
+    re-activation with its O(n) deque scan, a token-id mismatch, a stale-entry hit).
+
     Raises:
         IndexError: If ``index`` is not in [-1, len(trace)).
         ValueError: If before or after is negative.
@@ -226,8 +230,10 @@ def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> Re
     ]
     if index < 0:
         lines.append(Text("▶ (before event 0: the initial state)", style="reverse bold"))
-    for e in event_window(trace, index, before, after):
-        text = str(e)
+    window = event_window(trace, index, before, after)
+    notes = event_notes(trace, window[0].seq, window[-1].seq) if window else {}
+    for e in window:
+        text = str(e) + (f"  ⟵ {notes[e.seq]}" if e.seq in notes else "")
         if e.seq == index:
             lines.append(Text("▶ " + text, style="reverse bold"))
         elif e.kind in (K.CALL_BEGIN, K.CALL_END, K.STEP):
@@ -256,7 +262,7 @@ def focus_requests(trace: Any, index: int, limit: int = 8) -> list[str]:
 
 
 def render_state(trace: Any, index: int, requests: list[str] | None = None) -> RenderableType:
-    """Every view of event ``index``: header, pool grid, free queue, block table, the current
+    """Every view of event ``index``: header (with the cache design), pool grid, free queue, block table, the current
     allocate_slots layout, the hybrid fixed point (hybrid traces), hash chains and events.
 
     Args:
@@ -271,7 +277,10 @@ def render_state(trace: Any, index: int, requests: list[str] | None = None) -> R
     state_at(trace, index)
     what = str(trace[index]) if index >= 0 else "initial state (before event 0)"
     parts: list[RenderableType] = [
-        Text(f"event {index} of {len(trace)} · {what}", style="bold reverse"),
+        Group(
+            Text(f"event {index} of {len(trace)} · {what}", style="bold reverse"),
+            render_cache_header(trace, index),
+        ),
         render_pool_grid(trace, index),
         render_free_queue(trace, index),
         render_block_table(trace, index),

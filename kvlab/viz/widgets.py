@@ -83,9 +83,9 @@ class TracePlayer(anywidget.AnyWidget):
     playing = t.Bool(False, help="the browser is stepping on a timer").tag(sync=True)
     speed = t.Float(4.0, help="play speed (steps per second), in (0, 1000]").tag(sync=True)
     play_mode = t.Enum(("over", "into"), "over", help="what one play step does").tag(sync=True)
-    views = t.List(
-        t.Unicode(), list(DEFAULT_VIEWS), help=f"panels to show, from {VIEWS}"
-    ).tag(sync=True)
+    views = t.List(t.Unicode(), list(DEFAULT_VIEWS), help=f"panels to show, from {VIEWS}").tag(
+        sync=True
+    )
     requests = t.List(
         t.Unicode(), [], help="request ids whose hash chains are drawn ([] = those holding blocks)"
     ).tag(sync=True)

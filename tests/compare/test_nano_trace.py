@@ -117,7 +117,11 @@ def test_views_draw_a_nano_trace() -> None:
     grid = to_text(render_pool_grid(t, last))
     assert "6 blocks: 3 in_use, 3 free" in grid
     queue = to_text(render_free_queue(t, last))
-    assert " ".join(queue.split()).endswith("HEAD ⇄ 4 ⇄ 5 ⇄ 2 ⇄ TAIL ◀ free_blocks appends here")
+    assert " ".join(queue.split()) == (
+        "free_block_ids · nano-vllm deque · 3 blocks · popleft / append; a hit on a free block "
+        "is removed by an O(n) scan evicts first ◀ HEAD ⇄ 4 ⇄ 5 ⇄ 2 ⇄ TAIL ◀ deallocate appends "
+        "here (last block first)"
+    )
     table = to_text(render_block_table(t, last))
     assert "b" in table and "3" in table
 

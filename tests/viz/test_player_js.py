@@ -66,8 +66,15 @@ def _slots(trace: Any, index: int, call: Call, num_tokens: int) -> list[list[Any
 
 def _calls_at(trace: Any, index: int) -> dict[str, Any]:
     """What kvlab.viz.calls says about the calls at ``index`` (the JS must say the same)."""
-    gcb, alloc = find_call(trace, index, "get_computed_blocks"), find_call(trace, index, "allocate_slots")
-    out: dict[str, Any] = {"any": _call(find_call(trace, index)), "gcb": _call(gcb), "alloc": _call(alloc)}
+    gcb, alloc = (
+        find_call(trace, index, "get_computed_blocks"),
+        find_call(trace, index, "allocate_slots"),
+    )
+    out: dict[str, Any] = {
+        "any": _call(find_call(trace, index)),
+        "gcb": _call(gcb),
+        "alloc": _call(alloc),
+    }
     out["fixed_point"] = None if gcb is None else [
         {"seq": r.seq, "iteration": r.iteration, "kv_cache_group_ids": list(r.kv_cache_group_ids),
          "hit_length_in": r.hit_length_in, "hit_length_out": r.hit_length_out, "reused": r.reused,
@@ -117,7 +124,9 @@ def test_js_replay_and_moves_match_python(tmp_path: Path) -> None:
         assert serving.find(kind) is not None, kind
     three, _ = three_group_trace()
     # NOTE: the three-group trace must shorten the candidate and need a second iteration.
-    iterations = [three[i].fields["iteration"] for i in three.filter(EventKind.FIXED_POINT_ITERATED)]
+    iterations = [
+        three[i].fields["iteration"] for i in three.filter(EventKind.FIXED_POINT_ITERATED)
+    ]
     assert max(iterations) >= 1, iterations
     cases = [
         _case("shared_prefix", shared_prefix_trace(), 16),
@@ -144,5 +153,7 @@ def test_views_js_segment_colours_are_the_palettes() -> None:
     from kvlab.viz.assets import static_text
 
     views = static_text("views.js")
-    drawn = dict(re.findall(r'(\w+): "(#[0-9a-f]{6})"', views.split("SEGMENT_COLOURS = ")[1].split("}")[0]))
+    drawn = dict(
+        re.findall(r'(\w+): "(#[0-9a-f]{6})"', views.split("SEGMENT_COLOURS = ")[1].split("}")[0])
+    )
     assert drawn == SEGMENT_COLOURS

@@ -10,6 +10,10 @@ Two checks, both on pages opened from ``file://``:
   is Navigator's, the free queue drawn is ``trace.state_at(index).free_queue_order()`` and the
   hash-chain nodes are coloured by the state's cached map; no request was needed.
 
+* the call views (fixed point, allocate_slots, token positions -> slots) on a page of players:
+  the drawn fixed-point table equals ``kvlab.viz.calls.fixed_point_rows``, the slots equal
+  ``block_id * block_size + position % block_size`` from ``trace.state_at``.
+
 Each skips cleanly without its browser (see tests/viz/_browser.py).
 """
 
@@ -24,8 +28,11 @@ from pathlib import Path
 import pytest
 from _browser import SKIP_REASON, browser_page, click_move, expected_hash_nodes, read_player
 
-from kvlab.trace import Trace
+from kvlab.figures import hybrid_trace as three_group_trace
+from kvlab.trace import EventKind, Trace
 from kvlab.viz import Navigator, export_html, html_page, player_html
+from kvlab.viz.calls import block_size_of, find_call, fixed_point_rows, slot_layout
+from kvlab.viz.snapshot import group_label
 
 BROWSER = next(
     (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
@@ -157,3 +164,84 @@ def test_exported_page_steps_offline(shared: Trace, tmp_path: Path) -> None:
         )
     assert guard.blocked == ["https://example.com/x"]
     assert len(seen_queues) >= 5  # the walk really changed the free queue
+
+
+def _own_text(node: _Node) -> str:
+    return "".join(c for c in node.children if isinstance(c, str))
+
+
+def _expected_fixed_point(trace: Trace, index: int) -> list[list[str]]:
+    """Header and rows of the fixed-point table, from kvlab.viz.calls (formatted here)."""
+    rows = fixed_point_rows(trace, find_call(trace, index, "get_computed_blocks"))
+    columns = list(dict.fromkeys(r.kv_cache_group_ids for r in rows))
+    table = [
+        ["iteration", *(", ".join(group_label(trace.config, g) for g in ids) for ids in columns)]
+    ]
+    for it in sorted({r.iteration for r in rows}):
+        line = [str(it)]
+        for ids in columns:
+            r = next(r for r in rows if (r.iteration, r.kv_cache_group_ids) == (it, ids))
+            mark = (" ✂" if r.shortened else "") + (" (reused)" if r.reused else "")
+            line.append(f"{r.hit_length_in} → {r.hit_length_out}{mark}")
+        table.append(line)
+    return table
+
+
+def _expected_slots(trace: Trace, index: int) -> list[list[str]]:
+    """Drawn slot per group and position (all positions fit) from the Python replayed state."""
+    call = find_call(trace, index, "allocate_slots")
+    state, r = trace.state_at(index), trace.tables.find_request(call.request)
+    num_tokens = slot_layout(call, block_size_of(trace)).num_tokens
+    out = []
+    for g, per_req in enumerate(state.req_to_blocks):
+        bs, blocks = int(trace.config["groups"][g]["block_size"]), per_req.get(r, [])
+        out.append([
+            "·" if p // bs >= len(blocks) else "∅" if blocks[p // bs] == state.null_block_id
+            else str(blocks[p // bs] * bs + p % bs)
+            for p in range(num_tokens)
+        ])  # fmt: skip
+    return out
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium to load the page")
+def test_page_draws_the_call_views(shared: Trace, tmp_path: Path) -> None:
+    three, gcb_end = three_group_trace()
+    first_turn = int(three.filter(EventKind.FIXED_POINT_ITERATED)[0])
+    alloc = three.calls("allocate_slots", request="r2")[0]
+    views = ["slot_mapping", "allocate_slots", "fixed_point"]
+    cases = [("p-end", three, gcb_end), ("p-turn", three, first_turn), ("p-alloc", three, alloc.end),
+             ("p-mid", three, alloc.begin + 3), ("p-unitary", shared, 20)]  # fmt: skip
+    body = "".join(player_html(t, element_id=eid, index=i, views=views) for eid, t, i in cases)
+    page = tmp_path / "calls.html"
+    page.write_text(html_page(body, title="calls"))
+    dom = subprocess.run(
+        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--dump-dom", page.as_uri()],
+        check=False, capture_output=True, text=True, timeout=90,
+    ).stdout  # fmt: skip
+    tree = _Tree(dom)
+
+    def table(eid: str, cls: str) -> list[list[_Node]]:
+        (t,) = tree.by_id(eid).by_class(cls)
+        return [[c for c in tr.children if not isinstance(c, str)]
+                for tr in t.find_all(lambda n: n.tag == "tr")]  # fmt: skip
+
+    for eid, trace, i in cases[:2]:
+        drawn = [[c.text() for c in row] for row in table(eid, "kvlab-fixed")]
+        assert drawn == _expected_fixed_point(trace, i), eid
+    # Before the cursor reaches a turn it is faded; the cursor's own turn is outlined.
+    cells = [c for row in table("p-turn", "kvlab-fixed")[1:] for c in row[1:]]
+    assert [("kvlab-here" in c.attrs.get("class", "")) for c in cells].count(True) == 1
+    assert sum("kvlab-future" in c.attrs.get("class", "") for c in cells) == len(cells) - 1
+    assert "num_new_computed_tokens = 8" in tree.by_id("p-end").text()
+    for eid, trace, i in cases[2:]:
+        rows = table(eid, "kvlab-slotmap")
+        want = _expected_slots(trace, i)
+        assert [[_own_text(c) for c in row[1:]] for row in rows[1:]] == want, eid
+    # allocate_slots' layout to scale: new_comp 8 tokens then new 12 tokens, 4 tokens a block.
+    segs = tree.by_id("p-alloc").by_class("kvlab-seg")
+    widths = {s.attrs["data-segment"]: s.attrs["style"] for s in segs}
+    assert list(widths) == ["new_comp", "new"]
+    px = float(widths["new_comp"].split("width: ")[1].split("px")[0]) / 2
+    assert f"left: {px * 2:g}px; width: {px * 3:g}px" in widths["new"]
+    assert "one attention type, no fixed point" in tree.by_id("p-unitary").text()

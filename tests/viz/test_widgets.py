@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -49,6 +50,21 @@ def test_state_follows_the_cursor(shared: Trace) -> None:
     assert player.event.kind is EventKind.CALL_END
     player.seek(-1)
     assert player.event is None and player.state.free_queue_order() == list(range(1, 10))
+
+
+def test_every_view_is_selectable_and_drawn_by_the_js(hybrid: Trace) -> None:
+    from kvlab.viz.widgets import DEFAULT_VIEWS, VIEWS
+
+    player = TracePlayer(hybrid)
+    assert player.views == list(DEFAULT_VIEWS)
+    player.views = ["fixed_point", "allocate_slots", "slot_mapping"]
+    assert player.get_state("views") == {"views": ["fixed_point", "allocate_slots", "slot_mapping"]}
+    panels = re.search(
+        r"const panels = Object.fromEntries\(\[(.*?)\]", player._esm, re.DOTALL
+    ).group(1)
+    assert re.findall(r'"(\w+)"', panels) == list(VIEWS)
+    for name in ("fixed_point", "allocate_slots", "slot_mapping"):
+        assert f'views.has("{name}")' in player._esm
 
 
 def test_play_and_pause_only_set_traits(shared: Trace) -> None:
