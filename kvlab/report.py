@@ -41,7 +41,9 @@ def write_demo_files(result: Any, out_dir: Path) -> dict[str, Path]:
     export_html(trace, paths["html"], title="kvlab demo: SmolLM2-135M on a small block pool",
                 description="Every KV-cache decision of `kvlab demo`. The player opens where act 1 "
                             "(shared system prompt) ended; step back to watch the prefix being hit.",
-                index=result.act_end.get("shared prompt", -1))
+                index=result.act_end.get("shared prompt", -1),
+                views=["pool", "free_queue", "block_table", "allocate_slots", "slot_mapping",
+                       "hash_chain", "events"])
     summary = {
         "config": {k: getattr(result.config, k) for k in result.config.__dataclass_fields__},
         "seconds": round(result.seconds, 2),

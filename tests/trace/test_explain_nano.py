@@ -27,8 +27,9 @@ def _stale_by_index(trace, manager) -> dict[int, int]:
     }
 
 
-def _drive(m: NanoBlockManager, ops: list[tuple[int, int, int]]) -> None:
-    live: dict[str, NanoSequence] = {}
+def _drive(
+    m: NanoBlockManager, ops: list[tuple[int, int, int]], live: dict[str, NanoSequence]
+) -> None:
     for kind, r, t in ops:
         rid, s = f"r{r}", live.get(f"r{r}")
         if kind == 0 and s is None:
@@ -57,10 +58,11 @@ OPS = st.lists(
 @given(OPS, OPS)
 def test_facts_equal_the_live_counters(warmup, ops) -> None:
     m = NanoBlockManager(5, 2)
-    _drive(m, warmup)  # NOTE: recording starts from a used manager (stale entries included)
+    live: dict[str, NanoSequence] = {}
+    _drive(m, warmup, live)  # NOTE: recording starts from a used manager (stale entries included)
     before = _counts(m.stats)
     rec = record_nano(m)
-    _drive(m, ops)
+    _drive(m, ops, live)
     trace = rec.trace()
     facts = nano_facts(trace)
     assert _counts(facts) == {k: v - before[k] for k, v in _counts(m.stats).items()}

@@ -66,3 +66,27 @@ def test_preorder_and_chain_ends(shared: Trace) -> None:
     assert tree.preorder(["c"]) == c
     assert tree.chain_ends() == {1: ["a", "b", "d"], c[-1]: ["c"]}
     assert tree.chain_ends(["d"]) == {1: ["d"]}
+
+
+def test_every_nano_request_of_a_shared_prefix_gets_its_chain() -> None:
+    from kvlab.compare.nano_block_manager import NanoBlockManager, NanoSequence, compute_hash
+    from kvlab.compare.nano_trace import record_nano
+
+    m = NanoBlockManager(8, 2)
+    rec = record_nano(m)
+    prompts = {"a": [1, 2, 3, 4, 5], "b": [1, 2, 3, 4, 9, 9], "c": [1, 2, 7, 7]}
+    for rid, tokens in prompts.items():
+        m.allocate(NanoSequence(rid, tokens, 2))  # b and c hit a's blocks: they store less
+    trace = rec.trace()
+
+    def chain(tokens: list[int]) -> list[int]:
+        hashes, h = [], -1
+        for i in range(0, len(tokens) - len(tokens) % 2, 2):
+            h = compute_hash(tokens[i : i + 2], h)
+            hashes.append(trace.tables.find_hash(h.to_bytes(8, "big")))
+        return hashes
+
+    tree = build_hash_tree(trace)
+    assert tree.chains == {r: chain(t) for r, t in prompts.items()}
+    assert [len(c) for c in tree.chains.values()] == [2, 3, 2] and -1 not in tree.chains["b"]
+    assert tree.children()[-1] == [tree.chains["a"][0]]
