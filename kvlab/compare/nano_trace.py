@@ -7,6 +7,11 @@ state maps onto ``kvlab.trace.KVState`` field for field::
     ref_cnt         <- Block.ref_count
     block_hash      <- Block.hash, where the map entry of that hash points back at the block
     cached          <- hash_to_block_id, valid entries only (stale ones: NanoBlockManager.stale_entries)
+
+Stale entries are not state a KVState holds, but ``kvlab.trace.explain_nano`` rebuilds them
+from the events (an entry is the last block its hash was stored to), which is how the views
+tell a token-id mismatch from a first missing hash. Entries already stale when recording
+starts have no event, so ``nano_config`` lists them (``stale_entries_at_start``).
     req_to_blocks   <- each allocated sequence's block_table (group 0)
 
 so ``Trace.state_at(i)`` of a recorded run equals ``nano_state(manager)`` after event i, and

@@ -15,6 +15,7 @@ Example:
 
 from kvlab.trace.events import CALL_SPECS, KIND_SCHEMA, EventKind
 from kvlab.trace.explain import EvictionCause, Explanation, Probe, Turn, explain
+from kvlab.trace.explain_nano import NanoExplanation, NanoFacts, NanoProbe, explain_allocate, nano_facts
 from kvlab.trace.fileformat import FORMAT_VERSION, TraceFormatError, load_trace, save_trace
 from kvlab.trace.invariants import InvariantError, check_invariants
 from kvlab.trace.recorder import Recorder
@@ -34,6 +35,9 @@ __all__ = [
     "Explanation",
     "InvariantError",
     "KVState",
+    "NanoExplanation",
+    "NanoFacts",
+    "NanoProbe",
     "Probe",
     "Recorder",
     "ReplayError",
@@ -42,6 +46,8 @@ __all__ = [
     "Turn",
     "check_invariants",
     "explain",
+    "explain_allocate",
     "load_trace",
+    "nano_facts",
     "save_trace",
 ]

@@ -116,11 +116,15 @@ def render_nano_lines(e: NanoExplanation) -> list[str]:
     """
     c, bs = e.call, max(e.block_size, 1)
     lines = [
-        f"allocate for request {c.request} (event #{c.begin}, step {c.step}, nano-vllm "
-        f"BlockManager): hit {e.num_cached_tokens} of {e.num_tokens} tokens "
-        f"({e.num_cached_tokens // bs} of {e.num_blocks} blocks of {e.block_size})",
-        "  lookups go block 0, 1, ... and stop at the first miss; every later block is taken "
-        "fresh from the head of free_block_ids",
+        (
+            f"allocate for request {c.request} (event #{c.begin}, step {c.step}, nano-vllm "
+            f"BlockManager): hit {e.num_cached_tokens} of {e.num_tokens} tokens "
+            f"({e.num_cached_tokens // bs} of {e.num_blocks} blocks of {e.block_size})"
+        ),
+        (
+            "  lookups go block 0, 1, ... and stop at the first miss; every later block is taken "
+            "fresh from the head of free_block_ids"
+        ),
     ]
     for p in e.probes:
         text = _VERDICTS[p.verdict].format(b=p.block_id, e=p.entry_block_id)
@@ -148,12 +152,16 @@ def _nano_cause(e: NanoExplanation) -> list[str]:
     else:
         kind = "a stale entry" if m.entry_stale else "a valid entry (an xxhash64 collision)"
         lines = [
-            f"  stopped at block index {m.block_index}: token-id mismatch: hash {m.hash} has "
-            f"{kind} naming block {m.entry_block_id}, which holds other tokens now"
+            (
+                f"  stopped at block index {m.block_index}: token-id mismatch: hash {m.hash} has "
+                f"{kind} naming block {m.entry_block_id}, which holds other tokens now"
+            )
         ]
     if (ev := e.eviction) is not None:
         stored = f"; cached by request {ev.stored_by}" if ev.stored_by is not None else ""
-        lines.append(f"  removed from the cache at event #{ev.seq} (step {ev.step}): {ev.how}{stored}")
+        lines.append(
+            f"  removed from the cache at event #{ev.seq} (step {ev.step}): {ev.how}{stored}"
+        )
     elif m.verdict == "no_entry":
         lines.append("  no request had stored this hash earlier in this trace")
     return lines

@@ -33,6 +33,7 @@ from kvlab.viz.calls import (
     fixed_point_rows,
     slot_layout,
 )
+from kvlab.viz.compare_nano import cache_design, render_cache_header
 from kvlab.viz.dot import free_queue_dot, hash_chain_dot, render_svg
 from kvlab.viz.encode import encode_trace
 from kvlab.viz.export import export_html, html_page, player_html
@@ -77,6 +78,7 @@ __all__ = [
     "SlotLayout",
     "TracePlayer",
     "block_cells",
+    "cache_design",
     "block_statuses",
     "block_table_rows",
     "build_hash_tree",
@@ -93,6 +95,7 @@ __all__ = [
     "player_html",
     "render_allocate_slots",
     "render_block_table",
+    "render_cache_header",
     "render_events",
     "render_fixed_point",
     "render_free_queue",

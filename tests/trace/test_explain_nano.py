@@ -22,8 +22,7 @@ def _counts(obj) -> dict[str, int]:
 
 def _stale_by_index(trace, manager) -> dict[int, int]:
     return {
-        trace.tables.find_hash(h.to_bytes(8, "big")): b
-        for h, b in manager.stale_entries().items()
+        trace.tables.find_hash(h.to_bytes(8, "big")): b for h, b in manager.stale_entries().items()
     }
 
 
@@ -90,17 +89,27 @@ def test_token_id_mismatch_is_explained() -> None:
     assert e.reason == "token_mismatch" and m.stats.num_token_mismatches == 1
     assert (e.deciding_miss.block_index, e.deciding_miss.entry_block_id) == (0, 0)
     assert str(e).splitlines() == [
-        "allocate for request c (event #43, step 0, nano-vllm BlockManager): hit 0 of 4 tokens "
-        "(0 of 2 blocks of 2)",
-        "  lookups go block 0, 1, ... and stop at the first miss; every later block is taken "
-        "fresh from the head of free_block_ids",
-        f"  probe block 0 (hash {h0}, event #44): miss: hash_to_block_id names block 0, whose "
-        "token_ids differ",
-        f"  stopped at block index 0: token-id mismatch: hash {h0} has a stale entry naming "
-        "block 0, which holds other tokens now",
-        "  removed from the cache at event #31 (step 0): allocate of request b took block 0 "
-        "from the head of free_block_ids (popleft) and reset its hash; its hash_to_block_id "
-        "entry stayed behind, stale; cached by request a",
+        (
+            "allocate for request c (event #43, step 0, nano-vllm BlockManager): hit 0 of 4 tokens "
+            "(0 of 2 blocks of 2)"
+        ),
+        (
+            "  lookups go block 0, 1, ... and stop at the first miss; every later block is taken "
+            "fresh from the head of free_block_ids"
+        ),
+        (
+            f"  probe block 0 (hash {h0}, event #44): miss: hash_to_block_id names block 0, whose "
+            "token_ids differ"
+        ),
+        (
+            f"  stopped at block index 0: token-id mismatch: hash {h0} has a stale entry naming "
+            "block 0, which holds other tokens now"
+        ),
+        (
+            "  removed from the cache at event #31 (step 0): allocate of request b took block 0 "
+            "from the head of free_block_ids (popleft) and reset its hash; its hash_to_block_id "
+            "entry stayed behind, stale; cached by request a"
+        ),
         "  reason: token_mismatch",
     ]
 
@@ -122,10 +131,14 @@ def test_first_missing_hash_and_reactivation() -> None:
         f"  probe block 0 (hash {short[0]}, event #24): hit block 0",
         f"  probe block 1 (hash {short[1]}, event #28): hit block 1",
         f"  probe block 2 (hash {short[2]}, event #32): miss: no hash_to_block_id entry",
-        "  re-activated freed cached block 0: removed from free_block_ids after scanning 5 "
-        "position(s) (O(n); vLLM V1 unlinks in O(1))",
-        "  re-activated freed cached block 1: removed from free_block_ids after scanning 4 "
-        "position(s) (O(n); vLLM V1 unlinks in O(1))",
+        (
+            "  re-activated freed cached block 0: removed from free_block_ids after scanning 5 "
+            "position(s) (O(n); vLLM V1 unlinks in O(1))"
+        ),
+        (
+            "  re-activated freed cached block 1: removed from free_block_ids after scanning 4 "
+            "position(s) (O(n); vLLM V1 unlinks in O(1))"
+        ),
         f"  stopped at block index 2: first missing hash {short[2]}",
         "  no request had stored this hash earlier in this trace",
         "  reason: no_entry",

@@ -60,16 +60,24 @@ def test_header_names_the_design_and_counts_nano_differences() -> None:
     last = len(t) - 1
     assert to_text(render_cache_header(t, last), width=200).splitlines() == [
         "cache design: nano-vllm BlockManager (hash_to_block_id + deque free_block_ids)",
-        "nano-vllm so far: lookups 3, hits 0, token-id mismatch misses 1, stale-entry hits 0, "
-        "re-activated blocks 0 (0 deque positions scanned), stale map entries 1",
+        (
+            "nano-vllm so far: lookups 3, hits 0, token-id mismatch misses 1, stale-entry hits 0, "
+            "re-activated blocks 0 (0 deque positions scanned), stale map entries 1"
+        ),
     ]
     # before c: a's two entries are stale (b reset both blocks); c re-stores one, staling b's
-    assert to_text(render_cache_header(t, 43), width=200).splitlines()[1].endswith(
-        "token-id mismatch misses 0, stale-entry hits 0, re-activated blocks 0 "
-        "(0 deque positions scanned), stale map entries 2"
+    assert (
+        to_text(render_cache_header(t, 43), width=200)
+        .splitlines()[1]
+        .endswith(
+            "token-id mismatch misses 0, stale-entry hits 0, re-activated blocks 0 "
+            "(0 deque positions scanned), stale map entries 2"
+        )
     )
     state = to_text(render_state(t, last), width=200).splitlines()
-    assert state[1] == "cache design: nano-vllm BlockManager (hash_to_block_id + deque free_block_ids)"
+    assert (
+        state[1] == "cache design: nano-vllm BlockManager (hash_to_block_id + deque free_block_ids)"
+    )
 
 
 def test_event_list_marks_reactivation_and_mismatch() -> None:

@@ -142,7 +142,10 @@ def test_render_state_has_every_view(hybrid: Trace) -> None:
         "events 39..51",
     ):
         assert part in text, part
-    assert text.splitlines()[1] == "cache design: vLLM V1 (BlockPool + FreeKVCacheBlockQueue, kvlab.core)"
+    assert (
+        text.splitlines()[1]
+        == "cache design: vLLM V1 (BlockPool + FreeKVCacheBlockQueue, kvlab.core)"
+    )
     with pytest.raises(IndexError):
         render_state(hybrid, 95)
 
