@@ -127,6 +127,10 @@ def record_nano(manager: NanoBlockManager, chunk_size: int = 8192) -> Recorder:
     if manager.recorder is not None:
         raise RuntimeError("the NanoBlockManager already has a recorder; detach it first")
     tables = InternTables()
+    # NOTE: stale map entries have no event; intern their hashes so that explain_nano can key
+    # them by hash index like every other hash of the trace.
+    for h in sorted(manager.stale_entries()):
+        tables.hash_index(h.to_bytes(8, "big"))
     rec = Recorder(
         initial_state=nano_state(manager, tables),
         config=nano_config(manager),
