@@ -25,7 +25,8 @@ cache_full_blocks(..)  block_hash set + cached map insert, per cached block   Bl
 evict(b, key)          block_hash cleared + cached map pop (one block)        BlockPool._maybe_evict_cached_block
 reset()                every block_hash cleared, cached map emptied           BlockPool.reset_prefix_cache (success)
 lookup(h, g, b)        none (a read: hit -> block id, miss -> -1)             BlockPool.get_cached_block
-fixed_point(...)       none (one attention group inside one iteration)        HybridKVCacheCoordinator
+fixed_point(..)        none (one attention group inside one iteration;        HybridKVCacheCoordinator
+                       carries each group's hit block ids after the turn)
 req_blocks_add(..)     req_to_blocks[req][group].extend(bs)                   SingleTypeKVCacheManager
 req_blocks_null(..)    req_to_blocks[req][group][i] = null_block, for each i  remove_skipped_blocks
 req_free(r, g)         req_to_blocks[req][group] dropped                      SingleTypeKVCacheManager.free
@@ -120,11 +121,14 @@ class KVRecorder(Protocol):
         hit_length_in: int,
         hit_length_out: int,
         reused: bool,
+        block_ids: Sequence[Sequence[int]],
     ) -> None:
         """One attention group's turn in one HybridKVCacheCoordinator fixed-point iteration.
 
         Lengths are in tokens; ``reused`` is True when a full-attention group's earlier hit was
-        truncated instead of searched again.
+        truncated instead of searched again. ``block_ids[j]`` lists the block ids that group
+        ``kv_cache_group_ids[j]``'s hit holds after this turn (blocks; the null block appears
+        as its block_id; on the reuse path, the earlier hit already cut to ``hit_length_out``).
         """
 
     # --- SingleTypeKVCacheManager ----------------------------------------------------

@@ -36,13 +36,19 @@ BLOCK_STORED          num_cached_blocks   num_full_blocks block_ids + hash index
 BLOCK_REMOVED         block_id            hash index      - (group = the key's group)
 ALL_BLOCKS_CLEARED    -                   -               -
 LOOKED_UP             hash index          block_id / -1   -
-FIXED_POINT_ITERATED  iteration           hit_length_in   hit_length_out, reused, group ids...
+FIXED_POINT_ITERATED  iteration           hit_length_in   hit_length_out, flags, group ids..., then
+                                                          per-group block counts..., block ids...
 REQ_BLOCKS_ADDED      -                   -               block_ids
 REQ_BLOCKS_NULLED     -                   -               indices (into the request's block list)
 REQ_FREED             -                   -               -
 CALL_BEGIN            packed args (see CALL_SPECS)
 CALL_END              packed result (see CALL_SPECS)
 ====================  ==================  ==============  ========================================
+
+FIXED_POINT_ITERATED's ``flags`` is ``reused | (n << 1)``: ``n`` groups' hit block lists follow
+the n group ids as n counts then the ids, group by group (``pack_fixed_point``). Traces recorded
+before the block lists existed store ``flags`` = reused (0 or 1), so ``n`` = 0 and every payload
+entry after ``flags`` is a group id; ``unpack_fixed_point`` then returns ``block_ids`` = None.
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ __all__ = [
     "EventKind",
     "KindSchema",
     "make_packer",
+    "pack_fixed_point",
+    "unpack_fixed_point",
 ]
 
 
@@ -162,7 +170,7 @@ KIND_SCHEMA: dict[EventKind, KindSchema] = {
     K.LOOKED_UP: _k("lookup", "hash", "block_id", None, "g",
                     "get_cached_block probe for one group (block_id -1 = miss)"),
     K.FIXED_POINT_ITERATED: _k("fixed_point", "iteration", "hit_length_in",
-                               "hit_length_out,reused,kv_cache_group_ids", "g",
+                               "hit_length_out,flags,kv_cache_group_ids,block_ids", "g",
                                "one attention group's turn in the hybrid fixed point"),
     K.REQ_BLOCKS_ADDED: _k("req_blocks_add", None, None, "block_ids", "grm",
                            "req_to_blocks[request][group].extend(block_ids)"),
@@ -288,3 +296,59 @@ CALL_SPECS: dict[str, CallSpec] = {
     "new_step_starts": _spec(7, "", ""),
 }
 """Known calls by name; their ``call_id`` is the name's index in every trace's call table."""
+
+
+def pack_fixed_point(
+    hit_length_out: int,
+    reused: bool,
+    kv_cache_group_ids: Sequence[int],
+    block_ids: Sequence[Sequence[int]] | None,
+) -> tuple[int, ...]:
+    """The FIXED_POINT_ITERATED payload (layout in the module docstring).
+
+    Args:
+        hit_length_out: Candidate hit length after the turn (tokens).
+        reused: Full attention truncated its earlier hit instead of searching.
+        kv_cache_group_ids: The attention group's kv_cache_group_ids.
+        block_ids: Per group (same order), the hit's block ids after the turn; None stores
+            the old layout without block lists.
+
+    Raises:
+        ValueError: If ``block_ids`` does not have one list per group.
+
+    Example:
+        >>> pack_fixed_point(8, False, [1, 2], [[0, 7], [0, 9]])
+        (8, 4, 1, 2, 2, 2, 0, 7, 0, 9)
+    """
+    flags = 1 if reused else 0
+    if block_ids is None:
+        return (hit_length_out, flags, *kv_cache_group_ids)
+    if len(block_ids) != len(kv_cache_group_ids) or not block_ids:
+        raise ValueError(
+            f"block_ids needs one list per kv_cache_group_id ({len(kv_cache_group_ids)}), "
+            f"got {len(block_ids)}"
+        )
+    n = len(kv_cache_group_ids)
+    flat = [b for blocks in block_ids for b in blocks]
+    return (hit_length_out, flags | n << 1, *kv_cache_group_ids, *map(len, block_ids), *flat)
+
+
+def unpack_fixed_point(
+    payload: Sequence[int],
+) -> tuple[int, bool, list[int], list[list[int]] | None]:
+    """Inverse of ``pack_fixed_point``; old payloads (no block lists) give ``block_ids`` None.
+
+    Returns:
+        ``(hit_length_out, reused, kv_cache_group_ids, block_ids)``.
+    """
+    values = [int(v) for v in payload]
+    flags = values[1]
+    n = flags >> 1
+    if n == 0:
+        return values[0], bool(flags & 1), values[2:], None
+    counts = values[2 + n : 2 + 2 * n]
+    block_ids, pos = [], 2 + 2 * n
+    for c in counts:
+        block_ids.append(values[pos : pos + c])
+        pos += c
+    return values[0], bool(flags & 1), values[2 : 2 + n], block_ids

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kvlab.trace.events import EventKind
+from kvlab.trace.events import EventKind, unpack_fixed_point
 from kvlab.trace.tables import key_code
 from kvlab.trace.view import Call, short_hash
 
@@ -229,16 +229,15 @@ def _turns(trace: Any, c: Call, groups: list[dict], max_length: int) -> list[Tur
                 )
             )
             continue
-        p = trace.payload(r)
-        gids = p[2:]
+        hit_length_out, reused, gids, _ = unpack_fixed_point(trace.payload(r))
         turns.append(
             Turn(
                 int(cols.a[r]),
                 gids,
                 _spec(groups, gids[0]),
                 int(cols.b[r]),
-                p[0],
-                bool(p[1]),
+                hit_length_out,
+                reused,
                 pending,
             )
         )

@@ -21,7 +21,7 @@ from typing import Any
 
 from kvlab.trace.chunking import columnarise
 from kvlab.trace.columns import ColumnStore
-from kvlab.trace.events import CALL_SPECS, EventKind
+from kvlab.trace.events import CALL_SPECS, EventKind, pack_fixed_point
 from kvlab.trace.metadata import manager_config
 from kvlab.trace.state import KVState
 from kvlab.trace.tables import InternTables
@@ -227,8 +227,14 @@ class Recorder:
         hit_length_in: int,
         hit_length_out: int,
         reused: bool,
+        block_ids: Sequence[Sequence[int]] | None = None,
     ) -> None:
-        """Hook: one attention group's turn in a hybrid fixed-point iteration."""
+        """Hook: one attention group's turn in a hybrid fixed-point iteration.
+
+        ``block_ids`` (one list per group: the hit's block ids after the turn) is stored after
+        the group ids; None records the pre-block-list layout (``pack_fixed_point``).
+        """
+        payload = pack_fixed_point(hit_length_out, reused, kv_cache_group_ids, block_ids)
         self._push(
             (
                 _FIXED,
@@ -236,7 +242,7 @@ class Recorder:
                 None,
                 iteration,
                 hit_length_in,
-                (hit_length_out, 1 if reused else 0, *kv_cache_group_ids),
+                payload,
             )
         )
 

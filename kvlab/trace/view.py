@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.trace.events import CALL_SPECS, VERBATIM, EventKind
+from kvlab.trace.events import CALL_SPECS, VERBATIM, EventKind, unpack_fixed_point
 from kvlab.trace.tables import FrozenTables
 
 __all__ = ["Call", "Event", "decode_fields", "short_hash"]
@@ -151,8 +151,9 @@ def decode_fields(
         return {"hash": short_hash(tables.hash_bytes(a)), "hash_index": a, "block_id": b,
                 "hit": b >= 0}  # fmt: skip
     if kind == K.FIXED_POINT_ITERATED:
-        return {"iteration": a, "hit_length_in": b, "hit_length_out": payload[0],
-                "reused": bool(payload[1]), "kv_cache_group_ids": payload[2:]}  # fmt: skip
+        out, reused, gids, block_ids = unpack_fixed_point(payload)
+        return {"iteration": a, "hit_length_in": b, "hit_length_out": out, "reused": reused,
+                "kv_cache_group_ids": gids, "block_ids": block_ids}  # fmt: skip
     if kind in (K.CALL_BEGIN, K.CALL_END):
         name = call_names[group] if 0 <= group < len(call_names) else f"call#{group}"
         return {"name": name, **decode_call(name, a, b, payload, kind == K.CALL_END)}

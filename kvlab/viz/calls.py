@@ -99,6 +99,8 @@ class FixedPointRow:
         kv_cache_group_ids: The groups that share this attention type.
         hit_length_in, hit_length_out: Candidate hit length before / after this turn (tokens).
         reused: A full-attention group's earlier hit truncated instead of searched again.
+        block_ids: Per group of ``kv_cache_group_ids``, the block ids its hit holds after this
+            turn (the null block included); None for a trace recorded without them.
     """
 
     seq: int
@@ -107,6 +109,7 @@ class FixedPointRow:
     hit_length_in: int
     hit_length_out: int
     reused: bool
+    block_ids: tuple[tuple[int, ...], ...] | None = None
 
     @property
     def shortened(self) -> bool:
@@ -194,6 +197,7 @@ def fixed_point_rows(trace: Any, call: Call) -> list[FixedPointRow]:
                 f["hit_length_in"],
                 f["hit_length_out"],
                 f["reused"],
+                None if f["block_ids"] is None else tuple(tuple(b) for b in f["block_ids"]),
             )
         )
     return rows

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from kvlab.trace import EventKind, KVState
+from kvlab.trace.events import unpack_fixed_point
 from kvlab.trace.tables import key_code
 from kvlab.trace.view import short_hash
 
@@ -178,7 +179,7 @@ def _lookup_positions(
             current, counters = o, {}
         g = int(c.group[i])
         if c.kind[i] == K.FIXED_POINT_ITERATED:
-            for gid in trace.payload(i)[2:]:
+            for gid in unpack_fixed_point(trace.payload(i))[2]:
                 counters[gid] = 0  # NOTE: the next turn of these groups starts at block 0
             continue
         if forward is not None and g not in forward:

@@ -122,11 +122,27 @@ def _chain_line(
     return Flow(items, indent=pad + "      ")
 
 
+def _hit_blocks_text(block_ids: Any, null_block_id: int | None) -> str:
+    """One fixed-point turn's hit blocks, one bracket per group: ``[∅ ∅ 7 8]`` (``∅`` = null).
+
+    Args:
+        block_ids: Per group, the hit's block ids (FixedPointRow.block_ids); None gives "".
+        null_block_id: The null_block's block_id (None = no null block).
+    """
+    if block_ids is None:
+        return ""
+    return " ".join(
+        "[" + " ".join("∅" if b == null_block_id else str(b) for b in blocks) + "]"
+        for blocks in block_ids
+    )
+
+
 def render_fixed_point(trace: Any, index: int) -> RenderableType:
     """The hybrid fixed point of the get_computed_blocks call at (or last before) ``index``.
 
     Rows are iterations, columns attention groups; a cell is ``in → out`` candidate hit length
-    (tokens), red with ``✂`` where that group shortened it.
+    (tokens), red with ``✂`` where that group shortened it, over the blocks each group's hit
+    holds after the turn (``[∅ ∅ 7 8]``, ``∅`` = null_block; absent in traces without them).
 
     Raises:
         IndexError: If ``index`` is not in [-1, len(trace)).
@@ -152,12 +168,9 @@ def render_fixed_point(trace: Any, index: int) -> RenderableType:
                 continue
             text = f"{row.hit_length_in} → {row.hit_length_out}"
             style = f"bold {MISS}" if row.shortened else ""
-            cells.append(
-                Text(
-                    text + (" ✂" if row.shortened else "") + (" (reused)" if row.reused else ""),
-                    style=style,
-                )
-            )
+            text += (" ✂" if row.shortened else "") + (" (reused)" if row.reused else "")
+            blocks = _hit_blocks_text(row.block_ids, trace.initial_state.null_block_id)
+            cells.append(Text(text + ("\n" + blocks if blocks else ""), style=style))
         table.add_row(*cells)
     result = call.result.get("num_new_computed_tokens")
     table.caption = Text(f"tokens · result: num_new_computed_tokens = {result}")

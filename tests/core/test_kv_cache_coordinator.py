@@ -287,14 +287,19 @@ def test_fixed_point_iterations_are_reported():
     mgr.set_recorder(rec)
     blocks, hit = mgr.get_computed_blocks(make_request("1", list(range(21)), 4))
     assert hit == 12 and blocks.get_block_ids() == ([1, 2, 3], [0, 8, 9], [13, 14, 15])
+    # Ids: group 0 owns blocks 1-6, group 1 7-12, group 2 13-18; 0 is the null block. Window 8
+    # keeps the last 2 blocks of the candidate (nulls before), window 12 the last 3.
     assert rec.named("fixed_point") == [
-        ("fixed_point", 0, (0,), 20, 20, False),
-        ("fixed_point", 0, (1,), 20, 20, False),
-        ("fixed_point", 0, (2,), 20, 12, False),
-        ("fixed_point", 1, (0,), 12, 12, True),
-        ("fixed_point", 1, (1,), 12, 12, False),
-        ("fixed_point", 1, (2,), 12, 12, False),
+        ("fixed_point", 0, (0,), 20, 20, False, ((1, 2, 3, 4, 5),)),
+        ("fixed_point", 0, (1,), 20, 20, False, ((0, 0, 0, 10, 11),)),
+        ("fixed_point", 0, (2,), 20, 12, False, ((13, 14, 15),)),
+        ("fixed_point", 1, (0,), 12, 12, True, ((1, 2, 3),)),
+        ("fixed_point", 1, (1,), 12, 12, False, ((0, 8, 9),)),
+        ("fixed_point", 1, (2,), 12, 12, False, ((13, 14, 15),)),
     ]
+    # The last iteration's lists are what get_computed_blocks returned.
+    last = [c[6][0] for c in rec.named("fixed_point")[3:]]
+    assert [list(ids) for ids in last] == [list(g) for g in blocks.get_block_ids()]
 
 
 def test_simple_hybrid_stops_after_one_round():
@@ -310,8 +315,8 @@ def test_simple_hybrid_stops_after_one_round():
     blocks, hit = mgr.get_computed_blocks(make_request("1", list(range(21)), 4))
     assert hit == 16 and [len(g) for g in blocks.blocks] == [4, 4]
     assert rec.named("fixed_point") == [
-        ("fixed_point", 0, (0,), 20, 20, False),
-        ("fixed_point", 0, (1,), 20, 16, False),
+        ("fixed_point", 0, (0,), 20, 20, False, ((1, 2, 3, 4, 5),)),
+        ("fixed_point", 0, (1,), 20, 16, False, ((0, 0, 9, 10),)),
     ]
 
 

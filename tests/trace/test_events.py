@@ -15,6 +15,8 @@ from kvlab.trace.events import (
     VERBATIM,
     EventKind,
     make_packer,
+    pack_fixed_point,
+    unpack_fixed_point,
 )
 
 PROTOCOL_HOOKS = {
@@ -88,3 +90,21 @@ def test_unexpected_arity_is_stored_verbatim() -> None:
     assert spec.pack_args((1, 2, 3)) == (VERBATIM, 3, (1, 2, 3))
     assert spec.unpack_args(VERBATIM, 3, [1, 2, 3]) == (1, 2, 3)
     assert make_packer(None)((5, 6)) == (VERBATIM, 2, (5, 6))
+
+
+@pytest.mark.parametrize(
+    ("reused", "gids", "block_ids"),
+    [(False, [0], [[1, 2, 3]]), (True, [0, 3], [[1], [4]]), (False, [1, 2], [[0, 0, 7], []]),
+     (False, [2], None), (True, [1, 2], None)],
+)  # fmt: skip
+def test_fixed_point_payload_round_trips(reused, gids, block_ids) -> None:
+    packed = pack_fixed_point(12, reused, gids, block_ids)
+    assert unpack_fixed_point(packed) == (12, reused, gids, block_ids)
+    # Old payloads (no block lists) keep their exact layout.
+    if block_ids is None:
+        assert packed == (12, int(reused), *gids)
+
+
+def test_fixed_point_payload_needs_one_list_per_group() -> None:
+    with pytest.raises(ValueError, match="one list per kv_cache_group_id"):
+        pack_fixed_point(8, False, [0, 1], [[1, 2]])

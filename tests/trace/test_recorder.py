@@ -176,3 +176,30 @@ def test_trace_without_initial_state_is_an_error() -> None:
     rec.popleft(1)
     with pytest.raises(RuntimeError, match="initial state"):
         rec.trace()
+
+
+def test_fixed_point_turns_carry_each_groups_hit_blocks() -> None:
+    from kvlab.figures import hybrid_trace
+
+    # full + window 8 + window 12, block_size 4; r1's blocks: full 1-4, window 8 5-8,
+    # window 12 9-12 (0 is the null block); the window-8 copy of block 2 (id 7) was evicted.
+    trace, end = hybrid_trace()
+    call = trace.call(trace.parent(end))
+    rows = [trace[i].fields for i in trace.filter(EventKind.FIXED_POINT_ITERATED, start=call.begin)]
+    assert [(f["iteration"], f["kv_cache_group_ids"], f["block_ids"]) for f in rows] == [
+        (0, [0], [[1, 2, 3, 4]]),  # 16 tokens of full attention
+        (0, [1], [[6, 7]]),  # window 8 settles at 8: the two blocks before the evicted one
+        (0, [2], [[11, 12]]),  # window 12 accepts 8 tokens
+        (1, [0], [[1, 2]]),  # full attention's earlier hit, truncated (reused)
+        (1, [1], [[6, 7]]),
+        (1, [2], [[11, 12]]),
+    ]
+    assert [f["reused"] for f in rows] == [False, False, False, True, False, False]
+    # The last iteration's lists are what r2 was handed: the blocks its allocate_slots adds.
+    alloc = trace.calls("allocate_slots", request="r2")[0]
+    added = [trace[i] for i in trace.filter(EventKind.REQ_BLOCKS_ADDED, start=alloc.begin)
+             if i < alloc.end]  # fmt: skip
+    held: dict[int, list[int]] = {0: [], 1: [], 2: []}
+    for e in added:
+        held[e.group] += e["block_ids"]
+    assert [held[g][:2] for g in range(3)] == [f["block_ids"][0] for f in rows[3:]]

@@ -37,6 +37,7 @@ def test_event_views_decode_every_kind() -> None:
         "hit_length_out": 8,
         "reused": True,
         "kv_cache_group_ids": [1],
+        "block_ids": None,  # recorded without block lists, as before they existed
     }
     assert fixed.group == 1 and fixed.request is None
     assert look.fields == {"hash": "0f0f0f0f", "hash_index": 0, "block_id": -1, "hit": False}
@@ -51,3 +52,26 @@ def test_long_lists_are_shortened_in_text() -> None:
     text = str(rec.trace()[0])
     assert text.endswith("... (30)]") and "block_ids=[1, 2," in text
     assert short_hash(b"\x01\x02\x03\x04\x05") == "01020304"
+
+
+def test_fixed_point_block_lists_decode_and_old_payloads_still_load(tmp_path) -> None:
+    from kvlab.trace import load_trace
+
+    rec = Recorder(initial_state=KVState.fresh(12, num_groups=3))
+    rec.fixed_point(0, [1, 2], 16, 8, False, [[0, 7], [0, 9]])
+    rec.fixed_point(1, [0], 8, 8, True, [[]])
+    rec.fixed_point(2, [2, 1], 8, 8, False)  # the pre-block-list layout
+    t = rec.trace()
+    # flags = reused | (num groups << 1); then group ids, counts, ids.
+    assert t.payload(0) == [8, 4, 1, 2, 2, 2, 0, 7, 0, 9]
+    assert t.payload(1) == [8, 3, 0, 0]
+    assert t.payload(2) == [8, 0, 2, 1]
+    path = tmp_path / "fp.kvtrace"
+    t.save(path)
+    loaded = load_trace(path)
+    fields = [loaded[i].fields for i in range(3)]
+    assert fields[0]["kv_cache_group_ids"] == [1, 2] and fields[0]["reused"] is False
+    assert fields[0]["block_ids"] == [[0, 7], [0, 9]]
+    assert fields[1]["reused"] is True and fields[1]["block_ids"] == [[]]
+    assert fields[2]["kv_cache_group_ids"] == [2, 1] and fields[2]["block_ids"] is None
+    assert "block_ids=[[0, 7], [0, 9]]" in str(loaded[0])

@@ -50,10 +50,11 @@ def test_fixed_point_rows_agree_with_explain(hybrid: Trace) -> None:
     call = find_call(hybrid, 35, "get_computed_blocks")
     rows = fixed_point_rows(hybrid, call)
     assert [
-        (r.iteration, r.kv_cache_group_ids, r.hit_length_in, r.hit_length_out) for r in rows
+        (r.iteration, r.kv_cache_group_ids, r.hit_length_in, r.hit_length_out, r.block_ids)
+        for r in rows
     ] == [
-        (0, (0,), 19, 16),
-        (0, (1,), 16, 12),
+        (0, (0,), 19, 16, ((1, 2, 3, 4),)),
+        (0, (1,), 16, 12, ((0, 6, 7),)),  # window 8 at 12 tokens: block 0 is the null block
     ]
     turns = explain(hybrid, call).shortened_by
     assert [(t.kv_cache_group_ids, t.hit_length_out) for t in turns] == [

@@ -20,6 +20,7 @@ from _viz_traces import hybrid_trace, serving_trace, shared_prefix_trace
 
 from kvlab.figures import hybrid_trace as three_group_trace
 from kvlab.trace import Call, EventKind, KVState
+from kvlab.trace.events import pack_fixed_point, unpack_fixed_point
 from kvlab.viz import Navigator, encode_trace
 from kvlab.viz.calls import block_size_of, find_call, fixed_point_rows, slot_layout
 from kvlab.viz.navigation import MOVES
@@ -78,6 +79,7 @@ def _calls_at(trace: Any, index: int) -> dict[str, Any]:
     out["fixed_point"] = None if gcb is None else [
         {"seq": r.seq, "iteration": r.iteration, "kv_cache_group_ids": list(r.kv_cache_group_ids),
          "hit_length_in": r.hit_length_in, "hit_length_out": r.hit_length_out, "reused": r.reused,
+         "block_ids": None if r.block_ids is None else [list(b) for b in r.block_ids],
          "shortened": r.shortened}
         for r in fixed_point_rows(trace, gcb)
     ]  # fmt: skip
@@ -134,8 +136,17 @@ def test_js_replay_and_moves_match_python(tmp_path: Path) -> None:
         _case("serving", serving, 16),
         _case("three_groups", three, 16),
     ]
+    # NOTE: the block lists must be compared, a null block included.
+    hybrid_rows = [r for c in cases[1]["calls"] for r in c[1]["fixed_point"] or []]
+    assert any(r["block_ids"] and 0 in r["block_ids"][0] for r in hybrid_rows)
+    # Both payload layouts (with block lists, and an old trace's without) decode alike.
+    payloads = [list(pack_fixed_point(8, r, g, b)) for r, g, b in
+                [(False, [1, 2], [[0, 7], [0, 9]]), (True, [0], [[1, 2]]), (True, [2, 1], None),
+                 (False, [3], [[]])]]  # fmt: skip
+    unpacked = [dict(zip(("hit_length_out", "reused", "kv_cache_group_ids", "block_ids"),
+                         unpack_fixed_point(p))) for p in payloads]  # fmt: skip
     fixture = tmp_path / "fixture.json"
-    fixture.write_text(json.dumps({"cases": cases}))
+    fixture.write_text(json.dumps({"cases": cases, "fixed_point_payloads": [payloads, unpacked]}))
     env = {**os.environ, "KVLAB_REPLAY_FIXTURE": str(fixture)}
     proc = subprocess.run(
         [NODE, "--test", str(TEST_FILE)],
@@ -146,7 +157,7 @@ def test_js_replay_and_moves_match_python(tmp_path: Path) -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "# fail 0" in proc.stdout and "# pass 20" in proc.stdout, proc.stdout[-2000:]
+    assert "# fail 0" in proc.stdout and "# pass 21" in proc.stdout, proc.stdout[-2000:]
 
 
 def test_views_js_segment_colours_are_the_palettes() -> None:

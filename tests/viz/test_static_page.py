@@ -182,7 +182,12 @@ def _expected_fixed_point(trace: Trace, index: int) -> list[list[str]]:
         for ids in columns:
             r = next(r for r in rows if (r.iteration, r.kv_cache_group_ids) == (it, ids))
             mark = (" ✂" if r.shortened else "") + (" (reused)" if r.reused else "")
-            line.append(f"{r.hit_length_in} → {r.hit_length_out}{mark}")
+            null = trace.initial_state.null_block_id
+            blocks = " ".join(  # the hit blocks' line under in → out
+                "[" + " ".join("∅" if b == null else str(b) for b in ids) + "]"
+                for ids in r.block_ids or ()
+            )
+            line.append(f"{r.hit_length_in} → {r.hit_length_out}{mark}{blocks}")
         table.append(line)
     return table
 

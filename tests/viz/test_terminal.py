@@ -111,8 +111,25 @@ def test_fixed_point_table(hybrid: Trace, shared: Trace) -> None:
     text = to_text(render_fixed_point(hybrid, 45), WIDE)
     assert "get_computed_blocks [b] at event #29" in text
     assert "19 → 16 ✂" in text and "16 → 12 ✂" in text
+    # Under each in → out: the blocks that group's hit holds (∅ = null_block, block 0).
+    lines = text.splitlines()
+    turn = next(k for k, line in enumerate(lines) if "19 → 16 ✂" in line)
+    assert [c.strip() for c in lines[turn + 1].split("│")[2:4]] == ["[1 2 3 4]", "[∅ 6 7]"]
     assert "num_new_computed_tokens = 12" in text
     assert "no fixed point" in to_text(render_fixed_point(shared, 50))
+
+
+def test_fixed_point_table_of_an_old_trace_has_no_block_line() -> None:
+    from kvlab.trace import KVState, Recorder
+
+    rec = Recorder(initial_state=KVState.fresh(8, num_groups=2))
+    rec.begin_call("get_computed_blocks", "r", (16, 4))
+    rec.fixed_point(0, [0], 16, 16, False)  # recorded before block lists existed
+    rec.fixed_point(0, [1], 16, 8, False)
+    rec.end_call("get_computed_blocks", (8,))
+    lines = to_text(render_fixed_point(rec.trace(), 1), WIDE).splitlines()
+    turn = next(k for k, line in enumerate(lines) if "16 → 8 ✂" in line)
+    assert lines[turn + 1].startswith("└")  # no block line under in → out
 
 
 def test_allocate_slots_anatomy(hybrid: Trace) -> None:

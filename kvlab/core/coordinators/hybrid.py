@@ -222,7 +222,14 @@ class HybridKVCacheCoordinator(KVCacheCoordinator):
             # Downward-closed: truncate the earlier hit instead of searching again.
             new_hit_length = curr_hit_length // spec.block_size * spec.block_size
             if rec is not None:
-                rec.fixed_point(iteration, tuple(group_ids), curr_hit_length, new_hit_length, True)
+                num_blocks = new_hit_length // spec.block_size
+                kept = tuple(
+                    tuple(b.block_id for b in hit_blocks_by_group[g][:num_blocks])  # type: ignore[index]
+                    for g in group_ids
+                )
+                rec.fixed_point(
+                    iteration, tuple(group_ids), curr_hit_length, new_hit_length, True, kept
+                )
             return new_hit_length
         use_eagle = idx in self.eagle_attn_group_indices and idx not in eagle_verified
         max_length = curr_hit_length
@@ -246,5 +253,8 @@ class HybridKVCacheCoordinator(KVCacheCoordinator):
         for group_id, blocks in zip(group_ids, hit_blocks):
             hit_blocks_by_group[group_id] = blocks
         if rec is not None:
-            rec.fixed_point(iteration, tuple(group_ids), curr_hit_length, new_hit_length, False)
+            found = tuple(tuple(b.block_id for b in blocks) for blocks in hit_blocks)
+            rec.fixed_point(
+                iteration, tuple(group_ids), curr_hit_length, new_hit_length, False, found
+            )
         return new_hit_length

@@ -78,6 +78,17 @@ export function payload(T, i) {
   return T.c.payload.subarray(T.c.offsets[i], T.c.offsets[i + 1]);
 }
 
+// events.py::unpack_fixed_point: [hit_length_out, reused | n << 1, group ids.., n counts.., block
+// ids..]; n = 0 (an old trace) means no block lists and block_ids null.
+export function unpackFixedPoint(p) {
+  const n = p[1] >> 1, out = { hit_length_out: p[0], reused: Boolean(p[1] & 1) };
+  if (n === 0) return { ...out, kv_cache_group_ids: Array.from(p.subarray(2)), block_ids: null };
+  const block_ids = [];
+  let pos = 2 + 2 * n;
+  for (let j = 0; j < n; j++) { block_ids.push(Array.from(p.subarray(pos, pos + p[2 + n + j]))); pos += p[2 + n + j]; }
+  return { ...out, kv_cache_group_ids: Array.from(p.subarray(2, 2 + n)), block_ids };
+}
+
 // ---------------------------------------------------------------- state
 // Free queue: a doubly linked list over block ids with a fake head (N) and fake tail (N + 1),
 // as vLLM's FreeKVCacheBlockQueue. Arrays in `cached` and `req` are never mutated in place
@@ -330,7 +341,10 @@ export function describe(T, i) {
     body = ` group=${c.group[i]} block_ids=${list(p.subarray(0, m))} hashes=[${Array.from(p.subarray(m)).map((h) => hashHex(T, h)).join(", ")}]`;
   } else if (k === KIND.BLOCK_REMOVED) body = ` group=${c.group[i]} block_id=${c.a[i]} hash=${hashHex(T, c.b[i])}`;
   else if (k === KIND.LOOKED_UP) body = ` group=${c.group[i]} hash=${hashHex(T, c.a[i])} ${c.b[i] >= 0 ? `hit block ${c.b[i]}` : "miss"}`;
-  else if (k === KIND.FIXED_POINT_ITERATED) body = ` iteration=${c.a[i]} groups=${list(p.subarray(2))} ${c.b[i]} → ${p[0]} tokens${p[1] ? " (reused)" : ""}`;
+  else if (k === KIND.FIXED_POINT_ITERATED) {
+    const f = unpackFixedPoint(p), blocks = f.block_ids ? ` blocks=${f.block_ids.map((b) => list(b)).join(" ")}` : "";
+    body = ` iteration=${c.a[i]} groups=${list(f.kv_cache_group_ids)} ${c.b[i]} → ${f.hit_length_out} tokens${f.reused ? " (reused)" : ""}${blocks}`;
+  }
   else if (k === KIND.STEP) body = ` ${c.a[i]}`;
   else if (k === KIND.REQ_BLOCKS_NULLED) body = ` group=${c.group[i]} indices=${list(p)}`;
   else if (k === KIND.REQ_FREED) body = ` group=${c.group[i]}`;
@@ -418,9 +432,9 @@ export function slotLayout(call, blockSize) {
 export function fixedPointRows(T, call) {
   const stop = call.end >= 0 ? call.end : T.n - 1, rows = rowsOf(T, KIND.FIXED_POINT_ITERATED), out = [];
   for (let k = bisect(rows, call.begin, false); k < rows.length && rows[k] <= stop; k++) {
-    const i = rows[k], p = payload(T, i);
-    out.push({ seq: i, iteration: T.c.a[i], kv_cache_group_ids: Array.from(p.subarray(2)),
-      hit_length_in: T.c.b[i], hit_length_out: p[0], reused: Boolean(p[1]), shortened: p[0] < T.c.b[i] });
+    const i = rows[k], f = unpackFixedPoint(payload(T, i));
+    out.push({ seq: i, iteration: T.c.a[i], kv_cache_group_ids: f.kv_cache_group_ids, hit_length_in: T.c.b[i],
+      hit_length_out: f.hit_length_out, reused: f.reused, block_ids: f.block_ids, shortened: f.hit_length_out < T.c.b[i] });
   }
   return out;
 }

@@ -227,7 +227,13 @@ function dim(text) { return h("div", { cls: "kvlab-dim" }, text); }
 
 // The hybrid fixed point of the get_computed_blocks call at (or last before) `index`: rows are
 // iterations, columns attention groups, a cell "in → out" candidate hit length (tokens), red
-// with ✂ where that group shortened it; turns after the cursor are faded, the cursor's outlined.
+// with ✂ where that group shortened it, over the block ids each group's hit holds after the turn
+// ([∅ ∅ 7 8], ∅ = null_block); turns after the cursor are faded, the cursor's outlined.
+// terminal_calls.py::_hit_blocks_text: one bracket per group, "[∅ ∅ 7 8]".
+function hitBlocksText(blockIds, nullBlock) {
+  return blockIds.map((bs) => `[${bs.map((b) => (b === nullBlock ? "∅" : String(b))).join(" ")}]`).join(" ");
+}
+
 export function drawFixedPoint(box, T, index) {
   const call = findCall(T, index, "get_computed_blocks");
   if (!call) return box.replaceChildren(dim("no get_computed_blocks call yet"));
@@ -243,15 +249,16 @@ export function drawFixedPoint(box, T, index) {
       if (!r) { tr.append(h("td")); continue; }
       const cls = [r.seq > index ? "kvlab-future" : "", r.seq === index ? "kvlab-here" : ""].join(" ").trim();
       const style = r.shortened ? { background: COLOURS.miss, color: "#ffffff" } : {};
+      const blocks = r.block_ids ? [h("div", { cls: "kvlab-hitblocks" }, hitBlocksText(r.block_ids, T.nullBlock))] : [];
       tr.append(h("td", { cls, style, "data-seq": String(r.seq), title: `event #${r.seq}` },
-        `${r.hit_length_in} → ${r.hit_length_out}` + (r.shortened ? " ✂" : "") + (r.reused ? " (reused)" : "")));
+        `${r.hit_length_in} → ${r.hit_length_out}` + (r.shortened ? " ✂" : "") + (r.reused ? " (reused)" : ""), ...blocks));
     }
     table.append(tr);
   }
   const done = call.end >= 0 && call.end <= index;
   const result = done ? `result: num_new_computed_tokens = ${call.result.num_new_computed_tokens}` : "converging…";
   box.replaceChildren(h("div", { cls: "kvlab-title" }, `hybrid fixed point · ${head}`), table,
-    dim(`tokens · ✂ this group shortened the candidate · (reused) full attention truncated its earlier hit · ${result}`));
+    dim(`tokens · ✂ this group shortened the candidate · (reused) full attention truncated its earlier hit · [ids] the hit's blocks, ∅ = null_block · ${result}`));
 }
 
 function callTitle(call, layout) {

@@ -90,3 +90,8 @@ for (const c of fixture.cases) {
     assert.throws(() => R.stateAt(-2), RangeError);
   });
 }
+
+test("fixed-point payloads (with block lists, and an old trace's without) decode as in Python", () => {
+  const [payloads, want] = fixture.fixed_point_payloads;
+  assert.deepEqual(payloads.map((p) => replay.unpackFixedPoint(Int32Array.from(p))), want);
+});
