@@ -23,7 +23,7 @@ from _nbrun import NOTEBOOK_TIMEOUT_S, execute, notebook_paths, source_sha256
 
 PUBLIC_MODULES = {
     "kvlab", "kvlab.core", "kvlab.core.sched", "kvlab.trace", "kvlab.worker", "kvlab.kernels",
-    "kvlab.model", "kvlab.viz", "kvlab.compare",
+    "kvlab.model", "kvlab.viz", "kvlab.compare", "kvlab.course",
 }  # fmt: skip
 """kvlab's public API: the ``__all__`` of these packages (STYLE.md: notebooks use only it)."""
 
