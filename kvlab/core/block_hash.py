@@ -134,8 +134,12 @@ def init_none_hash(hash_fn: Callable[[Any], bytes]) -> None:
 
     Args:
         hash_fn: The prefix-cache hash function (``kvlab.core.hashing``).
+
+    Raises:
+        TypeError: If ``hash_fn`` is not callable (e.g. the name ``"sha256"``; NONE_HASH kept).
     """
     global NONE_HASH
+    _check_hash_fn(hash_fn, "hash_fn")
     hash_seed = os.getenv("PYTHONHASHSEED")
     if hash_seed is None and hash_fn in _CBOR_HASH_FUNCTIONS:
         logger.warning(
@@ -146,6 +150,17 @@ def init_none_hash(hash_fn: Callable[[Any], bytes]) -> None:
         NONE_HASH = BlockHash(os.urandom(32))
     else:
         NONE_HASH = BlockHash(hash_fn(hash_seed))
+
+
+def _check_hash_fn(hash_fn: Any, name: str) -> None:
+    if not callable(hash_fn):
+        hint = (
+            f"; for a name use get_hash_fn_by_name({hash_fn!r})" if isinstance(hash_fn, str) else ""
+        )
+        raise TypeError(
+            f"{name} must be a hash function (callable: bytes-like or object -> bytes, e.g. "
+            f"kvlab.core.hashing.sha256), got {type(hash_fn).__name__} {hash_fn!r}{hint}"
+        )
 
 
 def _get_none_hash() -> BlockHash:
@@ -317,9 +332,11 @@ def get_request_block_hasher(
 
     Raises:
         ValueError: If ``block_size`` is not a positive int.
+        TypeError: If ``caching_hash_fn`` is not callable.
     """
-    if not isinstance(block_size, int) or block_size <= 0:
+    if not isinstance(block_size, int) or isinstance(block_size, bool) or block_size <= 0:
         raise ValueError(f"block_size must be a positive int (tokens), got {block_size!r}")
+    _check_hash_fn(caching_hash_fn, "caching_hash_fn")
 
     def request_block_hasher(request: Request) -> list[BlockHash]:
         start_token_idx = len(request.block_hashes) * block_size

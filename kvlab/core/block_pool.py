@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,17 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["BlockHashToBlockMap", "BlockPool"]
+
+
+def _is_int(value: Any) -> bool:
+    """True for ints and int-likes (numpy integers), False for bool, float, str, None."""
+    if isinstance(value, bool):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
 
 
 class BlockPool:
@@ -309,9 +321,15 @@ class BlockPool:
             The blocks in free-queue order, each with ref_cnt 1.
 
         Raises:
+            TypeError: If num_blocks is not an int (nothing changed).
             ValueError: If num_blocks < 0 or more than the free blocks (nothing changed).
         """
         num_free = self.free_block_queue.num_free_blocks
+        if num_blocks.__class__ is not int and not _is_int(num_blocks):
+            raise TypeError(
+                f"num_blocks must be an int (blocks), 0 <= num_blocks <= {num_free}; "
+                f"got {type(num_blocks).__name__} {num_blocks!r}"
+            )
         if num_blocks > num_free or num_blocks < 0:
             raise ValueError(
                 f"Cannot get {num_blocks} free blocks from the pool: {num_free} free "
@@ -400,10 +418,41 @@ class BlockPool:
         Args:
             ordered_blocks: Blocks in eviction priority, first evicted first (callers pass a
                 request's blocks reversed, so its tail blocks are evicted before its head).
+
+        Raises:
+            ValueError: If a block (other than the null block) is already free: ref_cnt 0,
+                e.g. freed twice, or listed more times than it is held (nothing changed).
+            TypeError: If ``ordered_blocks`` is not an iterable of KVCacheBlock (nothing changed).
         """
-        blocks_list = list(ordered_blocks)
-        for block in blocks_list:
-            block.ref_cnt -= 1
+        try:
+            blocks_list = list(ordered_blocks)
+        except TypeError:
+            raise TypeError(
+                "ordered_blocks must be an iterable of KVCacheBlock, got "
+                f"{type(ordered_blocks).__name__} {ordered_blocks!r}"
+            ) from None
+        it = iter(blocks_list)
+        try:
+            # NOTE: one compare per block on the hot path; on failure the blocks before the
+            # bad one (position k, from the iterator's remaining length) are restored.
+            for block in it:
+                if block.ref_cnt <= 0 and not block.is_null:
+                    raise ValueError(
+                        f"free_blocks: block {block.block_id} is already free (ref_cnt "
+                        f"{block.ref_cnt}); allowed: blocks with ref_cnt >= 1, each listed at "
+                        "most ref_cnt times (a double free?)"
+                    )
+                block.ref_cnt -= 1
+        except (ValueError, AttributeError) as exc:
+            k = len(blocks_list) - operator.length_hint(it) - 1
+            for block in blocks_list[:k]:
+                block.ref_cnt += 1
+            if isinstance(exc, ValueError):
+                raise
+            raise TypeError(
+                f"free_blocks: item {k} is {type(blocks_list[k]).__name__} "
+                f"{blocks_list[k]!r}; allowed: KVCacheBlock"
+            ) from None
         rec = self.recorder
         if rec is not None and blocks_list:
             rec.free_blocks([b.block_id for b in blocks_list])
@@ -419,10 +468,21 @@ class BlockPool:
             block_ids: Block ids (a set in vLLM); uncached ones are ignored.
 
         Raises:
+            TypeError: If ``block_ids`` is not an iterable of ints (nothing changed).
             ValueError: If an id is not in [0, num_gpu_blocks) (nothing changed).
         """
+        if isinstance(block_ids, (str, bytes)) or not isinstance(block_ids, Iterable):
+            raise TypeError(
+                "block_ids must be an iterable of int block ids (a set in vLLM), got "
+                f"{type(block_ids).__name__} {block_ids!r}"
+            )
         block_ids = list(block_ids)
         for block_id in block_ids:
+            if not _is_int(block_id):
+                raise TypeError(
+                    f"block_ids must hold ints, got {type(block_id).__name__} {block_id!r}; "
+                    f"allowed: 0 <= block_id < {len(self.blocks)}"
+                )
             if not 0 <= block_id < len(self.blocks):
                 raise ValueError(
                     f"Invalid block_id {block_id}: allowed 0 <= block_id < {len(self.blocks)}"

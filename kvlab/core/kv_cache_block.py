@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -205,11 +206,15 @@ class FreeKVCacheBlockQueue:
         """Link ``block`` at the tail (evicted last).
 
         Args:
-            block: A block not currently in the queue (not checked, as in vLLM).
+            block: A block not currently in the queue.
 
         Raises:
+            ValueError: If ``block`` is already in the queue (it has a free-list link; nothing
+                changed). vLLM does not check and corrupts the list.
             RuntimeError: If the fake tail lost its prev link (corrupted list).
         """
+        if block.prev_free_block is not None or block.next_free_block is not None:
+            raise ValueError(_already_queued(block))
         last_block = self.fake_free_list_tail.prev_free_block
         if last_block is None:
             raise RuntimeError("prev_free_block of fake_free_list_tail should always exist")
@@ -226,17 +231,29 @@ class FreeKVCacheBlockQueue:
         """Link ``blocks`` at the tail, in the given order (blocks[0] is evicted first of them).
 
         Args:
-            blocks: Blocks not currently in the queue (not checked, as in vLLM).
+            blocks: Blocks not currently in the queue, each listed once.
 
         Raises:
+            ValueError: If a block is already in the queue or listed twice (nothing changed).
+                vLLM does not check and corrupts the list.
             AssertionError: If the fake tail lost its prev link (corrupted list; as vLLM).
         """
         if len(blocks) == 0:
             return
-        last_block = self.fake_free_list_tail.prev_free_block
-        if last_block is None:  # NOTE: vLLM asserts here; kvlab raises the same exception type
+        tail = self.fake_free_list_tail.prev_free_block
+        if tail is None:  # NOTE: vLLM asserts here; kvlab raises the same exception type
             raise AssertionError("prev_free_block of fake_free_list_tail should always exist")
-        for block in blocks:
+        last_block = tail
+        it = iter(blocks)
+        for block in it:
+            # NOTE: O(1) check: a queued block (or one linked earlier in this loop) has a
+            # prev link. On failure the k blocks linked so far are unlinked again.
+            if block.prev_free_block is not None:
+                k = len(blocks) - operator.length_hint(it) - 1
+                for linked in blocks[:k]:
+                    linked.prev_free_block = linked.next_free_block = None
+                tail.next_free_block = self.fake_free_list_tail
+                raise ValueError(_already_queued(block))
             block.prev_free_block = last_block
             last_block.next_free_block = block
             last_block = block
@@ -261,3 +278,10 @@ class FreeKVCacheBlockQueue:
             ret.append(curr_block)
             curr_block = curr_block.next_free_block
         return ret
+
+
+def _already_queued(block: KVCacheBlock) -> str:
+    return (
+        f"block {block.block_id} is already in the free queue (ref_cnt {block.ref_cnt}); "
+        "allowed: blocks outside the queue, each appended once"
+    )

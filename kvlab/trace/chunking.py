@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kvlab.core.kv_cache_utils import get_block_hash, get_group_id
-from kvlab.trace.events import CALL_SPECS, VERBATIM, EventKind
+from kvlab.trace.events import CALL_SPECS, VERBATIM, WIDE, EventKind, pack_wide
 from kvlab.trace.tables import InternTables
 
 __all__ = ["Chunk", "columnarise"]
@@ -31,6 +31,7 @@ _EMPTY: tuple[int, ...] = ()
 _SIDE = np.zeros(256, dtype=bool)
 _SIDE[[K.BLOCK_STORED, K.BLOCK_REMOVED, K.LOOKED_UP]] = True  # kinds with a side-list item
 _I32 = np.iinfo(np.int32)
+_LO, _HI = WIDE + 1, _I32.max  # NOTE: call values in [_LO, _HI] pack as is; others go WIDE
 
 
 @dataclass
@@ -59,8 +60,11 @@ def columnarise(buf: list[tuple], side: list[Any], tables: InternTables, call_na
         The Chunk.
 
     Raises:
-        OverflowError: A value does not fit its column.
+        OverflowError: A value does not fit its column (CALL args never do: they go WIDE).
         RuntimeError: The side list does not match the rows (a recorder bug).
+
+    NOTE: ``buf`` and ``side`` are not modified (the caller clears them once the chunk is
+    stored), so a failed batch can be repaired and retried; interning is idempotent.
     """
     n = len(buf)
     kind = np.fromiter(map(_G_KIND, buf), dtype=np.uint8, count=n)
@@ -137,12 +141,15 @@ def _intern_side(side: list[Any], kind: np.ndarray, a: np.ndarray, b: np.ndarray
             row = int(rows[j])
             pls[row] = (*pls[row], *idx[pos : pos + len(keys)])
             pos += len(keys)
-    side.clear()
 
 
 def _pack_calls(kind: np.ndarray, group: np.ndarray, a: np.ndarray, b: np.ndarray, pls: list,
                 call_names: list[str]) -> None:  # fmt: skip
-    """Pack CALL rows' raw args / results into a, b and a trimmed payload (per call name)."""
+    """Pack CALL rows' raw args / results into a, b and a trimmed payload (per call name).
+
+    Rows holding a value outside [WIDE + 1, int32 max] (e.g. a refused
+    ``allocate_slots(r, 10**12)``) are stored WIDE (``pack_wide``): lossless, never an error.
+    """
     rows = np.flatnonzero((kind == K.CALL_BEGIN) | (kind == K.CALL_END))
     if not len(rows):
         return
@@ -155,20 +162,41 @@ def _pack_calls(kind: np.ndarray, group: np.ndarray, a: np.ndarray, b: np.ndarra
         values = [pls[i] for i in sel]
         if order is None or set(map(len, values)) != {len(order)}:
             for i, v in zip(sel, values, strict=True):
-                a[i], b[i], pls[i] = VERBATIM, len(v), tuple(v)
+                _store_loose(i, v, a, b, pls)
             continue
-        _pack_fixed(sel, values, order, a, b, pls)
+        if not _pack_fixed(sel, values, order, a, b, pls):
+            for i, v in zip(sel, values, strict=True):  # some value is wide: row by row
+                if _fits(v):
+                    _pack_fixed([i], [v], order, a, b, pls)
+                else:
+                    _store_loose(i, v, a, b, pls)
+
+
+def _fits(values: tuple) -> bool:
+    return all(_LO <= v <= _HI for v in values)
+
+
+def _store_loose(i: int, v: tuple, a: np.ndarray, b: np.ndarray, pls: list) -> None:
+    """Store one call row unpacked: VERBATIM when every value fits int32, else WIDE."""
+    if _fits(v):
+        a[i], b[i], pls[i] = VERBATIM, len(v), tuple(v)
+    else:
+        a[i], b[i], pls[i] = WIDE, len(v), pack_wide(v)
 
 
 def _pack_fixed(sel: list[int], values: list, order: tuple[int, ...], a: np.ndarray,
-                b: np.ndarray, pls: list) -> None:  # fmt: skip
+                b: np.ndarray, pls: list) -> bool:  # fmt: skip
+    """Pack rows of one layout; False (nothing written) if a value is outside [_LO, _HI]."""
     arity = len(order)
     if arity == 0:
-        return  # () stays an empty payload
-    arr = np.fromiter(chain.from_iterable(values), dtype=np.int64, count=len(sel) * arity)
+        return True  # () stays an empty payload
+    try:
+        arr = np.fromiter(chain.from_iterable(values), dtype=np.int64, count=len(sel) * arity)
+    except OverflowError:  # beyond int64
+        return False
+    if arr.min() < _LO or arr.max() > _HI:
+        return False
     arr = arr.reshape(len(sel), arity)[:, list(order)]
-    if arr.min() < _I32.min or arr.max() > _I32.max:
-        raise OverflowError(f"a call value does not fit int32: range [{arr.min()}, {arr.max()}]")
     a[sel] = arr[:, 0]
     if arity > 1:
         b[sel] = arr[:, 1]
@@ -180,6 +208,7 @@ def _pack_fixed(sel: list[int], values: list, order: tuple[int, ...], a: np.ndar
         keep = np.where(nonzero.any(1), rest.shape[1] - np.argmax(nonzero[:, ::-1], 1), 0)
         for j in np.flatnonzero(keep).tolist():
             pls[sel[j]] = tuple(rest[j, : keep[j]].tolist())
+    return True
 
 
 def _depths(kind: np.ndarray, depth_before: int) -> tuple[np.ndarray, int]:

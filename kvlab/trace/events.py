@@ -64,12 +64,15 @@ __all__ = [
     "KIND_SCHEMA",
     "MUTATING_KINDS",
     "VERBATIM",
+    "WIDE",
     "CallSpec",
     "EventKind",
     "KindSchema",
     "make_packer",
+    "pack_wide",
     "pack_fixed_point",
     "unpack_fixed_point",
+    "unpack_wide",
 ]
 
 
@@ -188,6 +191,57 @@ MUTATING_KINDS: frozenset[EventKind] = frozenset(k for k, s in KIND_SCHEMA.items
 
 VERBATIM = -(2**31)
 """Marker in ``a`` of a CALL event whose args/result are stored unpacked in the payload."""
+
+WIDE = -(2**31) + 1
+"""Marker in ``a`` of a CALL event holding a value outside int32 (``pack_wide``; b = arity)."""
+
+_LIMB = 1 << 32
+
+
+def pack_wide(values: Sequence[int]) -> tuple[int, ...]:
+    """Store ints of any size in int32 payload slots, losslessly (a CALL row marked WIDE).
+
+    Each value becomes ``n`` then its ``n`` 32-bit limbs, least significant first; the last
+    limb is signed, the others are the low 32 bits reinterpreted as int32. A refused
+    ``allocate_slots(r, 10**12)`` is recorded this way instead of failing the trace.
+
+    Example:
+        >>> pack_wide([5, 10**12])
+        (1, 5, 2, -727379968, 232)
+        >>> unpack_wide(pack_wide([5, -(10**30)]))
+        (5, -1000000000000000000000000000000)
+    """
+    out: list[int] = []
+    for v in values:
+        limbs = []
+        while not -(2**31) <= v < 2**31:
+            lo = v & 0xFFFFFFFF
+            limbs.append(lo - _LIMB if lo >= 2**31 else lo)
+            v >>= 32
+        limbs.append(v)
+        out.append(len(limbs))
+        out.extend(limbs)
+    return tuple(out)
+
+
+def unpack_wide(payload: Sequence[int]) -> tuple[int, ...]:
+    """Inverse of ``pack_wide``.
+
+    Raises:
+        ValueError: If the payload is not a ``pack_wide`` encoding.
+    """
+    values, pos = [], 0
+    while pos < len(payload):
+        n = int(payload[pos])
+        if n < 1 or pos + 1 + n > len(payload):
+            raise ValueError(f"bad WIDE payload: limb count {n} at position {pos}")
+        limbs = [int(x) for x in payload[pos + 1 : pos + 1 + n]]
+        v = limbs[-1]
+        for limb in reversed(limbs[:-1]):
+            v = (v << 32) | (limb & 0xFFFFFFFF)
+        values.append(v)
+        pos += 1 + n
+    return tuple(values)
 
 
 Packed = tuple[int, int, tuple[int, ...]]

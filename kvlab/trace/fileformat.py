@@ -19,9 +19,11 @@ or .npy parse), or arrays that contradict the header or each other.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import tempfile
 import zipfile
 import zlib
 from collections import OrderedDict
@@ -61,15 +63,48 @@ class TraceFormatError(ValueError):
 
 
 def save_trace(trace: Any, path: str | PathLike[str]) -> int:
-    """Write ``trace`` to ``path``.
+    """Write ``trace`` to ``path`` atomically: the old file survives any failure.
+
+    The trace is written to a temporary file next to ``path``, flushed to disk (fsync) and
+    renamed over ``path`` (``os.replace``), so a save that is killed, runs out of disk or
+    fails in any other way leaves the previous file intact (and no temporary file behind).
 
     Args:
         trace: A kvlab.trace.Trace.
-        path: Destination file (overwritten).
+        path: Destination file (replaced); its directory must exist.
 
     Returns:
         Size of the written file (bytes).
+
+    Raises:
+        FileNotFoundError: If the directory of ``path`` does not exist (nothing written).
+        IsADirectoryError: If ``path`` is a directory.
+        OSError: If writing fails (e.g. a full disk); ``path`` is unchanged.
     """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"cannot save the trace to {path}: no directory {directory}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"cannot save the trace to {path}: it is a directory")
+    header, arrays = _header_and_arrays(trace)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            _write_zip(fh, header, arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _mode_for(path))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
+    return os.path.getsize(path)
+
+
+def _header_and_arrays(trace: Any) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     arrays = dict(trace.cols.arrays())
     arrays["hash_blob"] = trace.tables.hash_blob
     arrays["hash_offsets"] = trace.tables.hash_offsets
@@ -91,13 +126,40 @@ def save_trace(trace: Any, path: str | PathLike[str]) -> int:
         },
         "arrays": {k: {"dtype": v.dtype.str, "shape": list(v.shape)} for k, v in arrays.items()},
     }
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
+    return header, arrays
+
+
+def _write_zip(fh: Any, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
         zf.writestr("header.json", json.dumps(header))
         for name, arr in arrays.items():
             buf = io.BytesIO()
             np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
             zf.writestr(f"{name}.npy", buf.getvalue())
-    return os.path.getsize(path)
+
+
+def _mode_for(path: str) -> int:
+    """The existing file's permission bits, else the default for a new file (0o666 - umask)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make the rename durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _state_arrays(s: KVState) -> dict[str, np.ndarray]:

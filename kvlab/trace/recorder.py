@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,14 @@ _LOOKED_UP, _FIXED, _ADDED, _NULLED, _FREED, _BEGIN, _END, _STEP = 12, 13, 14, 1
 _EMPTY: tuple[int, ...] = ()
 
 
+def _is_int(value: Any) -> bool:
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
 class Recorder:
     """Records every hook of ``kvlab.core.recorder.KVRecorder`` as an event.
 
@@ -49,6 +58,9 @@ class Recorder:
     Attributes:
         step: The scheduler step stamped on events from now on (settable; see mark_step).
         manager: The attached KVCacheManager, or None.
+        rejected: One message per call whose args/result held a non-integer and were left
+            out of the trace (the call itself and every state event are still recorded).
+            Integers of any size are stored losslessly (``kvlab.trace.events.pack_wide``).
     """
 
     def __init__(
@@ -74,6 +86,7 @@ class Recorder:
         self._depth = 0
         self._step = 0
         self._error: BaseException | None = None
+        self.rejected: list[str] = []
         self.manager: Any = None
         self.config: dict[str, Any] = dict(config or {})
         self.initial_state = initial_state
@@ -137,12 +150,18 @@ class Recorder:
 
     @step.setter
     def step(self, value: int) -> None:
+        if isinstance(value, bool) or not _is_int(value) or not 0 <= value < 2**31:
+            raise ValueError(f"step must be an int in [0, 2**31), got {value!r}")
         value = int(value)
         self._step = value
         self._store.set_step(len(self), value)
 
     def mark_step(self, step: int) -> None:
-        """Set ``step`` and record a STEP event (a scheduler step boundary)."""
+        """Set ``step`` and record a STEP event (a scheduler step boundary).
+
+        Raises:
+            ValueError: If ``step`` is not an int in [0, 2**31) (nothing recorded).
+        """
         self.step = step
         self._push((_STEP, 0, None, self._step, 0, _EMPTY))
         self._maybe_flush()
@@ -301,10 +320,36 @@ class Recorder:
     def _flush(self) -> None:
         if not self._buf:
             return
-        chunk = columnarise(self._buf, self._side, self._tables, self._call_names, self._depth)
+        args = (self._buf, self._side, self._tables, self._call_names, self._depth)
+        try:
+            chunk = columnarise(*args)
+        except (TypeError, ValueError, OverflowError):
+            # NOTE: columnarise left buf and side untouched; drop the call args it could not
+            # store (non-integers) and retry. Ints of any size never fail (stored WIDE).
+            if not self._reject_bad_call_values():
+                raise
+            chunk = columnarise(*args)
         self._store.append_chunk(chunk.cols, chunk.lengths, chunk.payload)
         self._depth = chunk.depth_after
         self._buf.clear()
+        self._side.clear()
+
+    def _reject_bad_call_values(self) -> bool:
+        """Empty the args/result of CALL rows holding a non-integer; True if any was found."""
+        found = False
+        for i, row in enumerate(self._buf):
+            if row[0] not in (_BEGIN, _END) or all(map(_is_int, row[5])):
+                continue
+            kind, call_id = row[0], row[1]
+            name = self._call_names[call_id] if 0 <= call_id < len(self._call_names) else call_id
+            what = "args" if kind == _BEGIN else "result"
+            self.rejected.append(
+                f"event #{self._store.n + i}: {name} {what} {tuple(row[5])!r} not recorded "
+                "(allowed: integers)"
+            )
+            self._buf[i] = (kind, call_id, row[2], 0, 0, _EMPTY)
+            found = True
+        return found
 
     # ------------------------------------------------------------------ output
     def trace(self) -> Trace:
@@ -312,7 +357,8 @@ class Recorder:
 
         Raises:
             RuntimeError: If no initial state is known (neither attach() nor initial_state).
-            OverflowError: If an event held a value that does not fit its column.
+            OverflowError: If a state event held a value that does not fit its column (core
+                never reports one; call args of any size are stored, see ``rejected``).
         """
         if self.initial_state is None:
             raise RuntimeError("no initial state: call attach(manager) or pass initial_state")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.trace.events import CALL_SPECS, VERBATIM, EventKind, unpack_fixed_point
+from kvlab.trace.events import CALL_SPECS, VERBATIM, WIDE, EventKind, unpack_fixed_point, unpack_wide
 from kvlab.trace.tables import FrozenTables
 
 __all__ = ["Call", "Event", "decode_fields", "short_hash"]
@@ -109,8 +109,12 @@ def decode_call(name: str, a: int, b: int, payload: list[int], is_end: bool) -> 
     """Decode packed call args (``is_end`` False) or result (True) into a dict by name."""
     spec = CALL_SPECS.get(name)
     key = "result" if is_end else "args"
-    if a == VERBATIM or spec is None:
-        values = list(payload) if a == VERBATIM else [a, b, *payload]
+    if a in (VERBATIM, WIDE) or spec is None:
+        values = (
+            list(payload) if a == VERBATIM
+            else list(unpack_wide(payload)) if a == WIDE
+            else [a, b, *payload]
+        )  # fmt: skip
         names = None if spec is None else (spec.result if is_end else spec.args)
         if names and len(names) == len(values):
             return dict(zip(names, values))

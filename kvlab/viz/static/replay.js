@@ -12,6 +12,17 @@ export const KIND = {
   REQ_FREED: 16, CALL_BEGIN: 17, CALL_END: 18,
 };
 const VERBATIM = -2147483648;
+const WIDE = VERBATIM + 1; // kvlab/trace/events.py::pack_wide: ints beyond int32, as limbs
+function unpackWide(p) {
+  const out = [];
+  for (let pos = 0; pos < p.length; pos += 1 + p[pos]) {
+    const n = p[pos];
+    let v = BigInt(p[pos + n]);
+    for (let k = n - 1; k >= 1; k--) v = (v << 32n) | BigInt(p[pos + k] >>> 0);
+    out.push(Number.isSafeInteger(Number(v)) ? Number(v) : v.toString());
+  }
+  return out;
+}
 const CTORS = { "|u1": Uint8Array, "<u1": Uint8Array, "|i1": Int8Array, "<i1": Int8Array,
   "<i2": Int16Array, "<u2": Uint16Array, "<i4": Int32Array, "<u4": Uint32Array, "<f8": Float64Array };
 
@@ -311,7 +322,7 @@ export function callArgs(T, i) {
   const c = T.c, name = T.callNames[c.group[i]] ?? `call#${c.group[i]}`;
   const spec = T.data.call_specs[name], isEnd = c.kind[i] === KIND.CALL_END;
   const p = Array.from(payload(T, i));
-  if (c.a[i] === VERBATIM || !spec) return { name, values: p, names: null };
+  if (c.a[i] === VERBATIM || c.a[i] === WIDE || !spec) return { name, values: c.a[i] === WIDE ? unpackWide(p) : p, names: null };
   const names = isEnd ? spec.result : spec.args;
   const packed = [c.a[i], c.b[i], ...p];
   const order = isEnd || spec.pack === null ? names.map((_, j) => j) : spec.pack;
@@ -369,8 +380,9 @@ function callName(T, begin) { return T.callNames[T.c.group[begin]] ?? `call#${T.
 // kvlab/trace/view.py::decode_call: a CALL_BEGIN's args or a CALL_END's result, by name.
 function namedValues(T, i) {
   const c = T.c, isEnd = c.kind[i] === KIND.CALL_END, name = callName(T, i), spec = T.data.call_specs[name];
-  if (c.a[i] === VERBATIM || !spec) {
-    const p = Array.from(payload(T, i)), values = c.a[i] === VERBATIM ? p : [c.a[i], c.b[i], ...p];
+  if (c.a[i] === VERBATIM || c.a[i] === WIDE || !spec) {
+    const p = Array.from(payload(T, i));
+    const values = c.a[i] === VERBATIM ? p : c.a[i] === WIDE ? unpackWide(p) : [c.a[i], c.b[i], ...p];
     const names = spec ? (isEnd ? spec.result : spec.args) : null;
     if (names && names.length && names.length === values.length) return Object.fromEntries(names.map((n, j) => [n, values[j]]));
     if (name === "evict_blocks" && !isEnd) return { block_ids: values };
