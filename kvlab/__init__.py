@@ -25,9 +25,8 @@ from kvlab.core import (
     init_none_hash,
     sha256,
 )
+from kvlab._version import __version__
 from kvlab.trace import KVState, Recorder, Trace, check_invariants, explain, load_trace
-
-__version__ = "0.1.0"
 
 # NOTE: kvlab.core logs what vLLM logs (e.g. a refused reset_prefix_cache); stay quiet unless
 # the application configures logging.

@@ -18,6 +18,13 @@ from pathlib import Path
 
 import click
 
+from kvlab.cli_checks import (
+    ErrorWrappingGroup,
+    check_cache_size,
+    check_output_dir,
+    check_output_file,
+    known_requests,
+)
 from kvlab.demo import DemoConfig
 
 __all__ = ["main"]
@@ -38,7 +45,12 @@ def _set_threads(threads: int | None) -> None:
     torch.set_num_threads(threads or 1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+_BLOCKS = click.IntRange(2, None)       # the null block plus at least one
+_POSITIVE = click.IntRange(1, None)
+_THREADS = click.IntRange(1, 1024)
+
+
+@click.group(cls=ErrorWrappingGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kvlab")
 def main() -> None:
     """kvlab: see vLLM V1's KV-cache manager at work."""
@@ -46,17 +58,18 @@ def main() -> None:
 
 # ---------------------------------------------------------------------------------------- demo
 @main.command()
-@click.option("--blocks", "num_gpu_blocks", default=_DEMO.num_gpu_blocks, show_default=True,
-              help="Blocks in the pool (null block included).")
-@click.option("--block-size", default=_DEMO.block_size, show_default=True, help="Tokens per block.")
-@click.option("--max-tokens", default=_DEMO.max_tokens, show_default=True,
+@click.option("--blocks", "num_gpu_blocks", type=_BLOCKS, default=_DEMO.num_gpu_blocks,
+              show_default=True, help="Blocks in the pool (null block included; >= 2).")
+@click.option("--block-size", type=_POSITIVE, default=_DEMO.block_size, show_default=True,
+              help="Tokens per block.")
+@click.option("--max-tokens", type=_POSITIVE, default=_DEMO.max_tokens, show_default=True,
               help="Tokens generated per chat request.")
 @click.option("--backend", type=click.Choice(["auto", "triton", "torch"]), default="auto",
               show_default=True, help="Attention backend (auto: Triton on CUDA, torch on CPU).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("kvlab-demo"), show_default=True, help="Where the trace and report go.")
 @click.option("--quick", is_flag=True, help="Fewer, shorter requests (a smoke run).")
-@click.option("--threads", type=int, default=None, help="torch CPU threads (default 1).")
+@click.option("--threads", type=_THREADS, default=None, help="torch CPU threads (default 1).")
 def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, out_dir: Path,
          quick: bool, threads: int | None) -> None:
     """Run SmolLM2-135M on a classroom workload through kvlab's KV cache, then report.
@@ -70,6 +83,8 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
 
     from kvlab.demo import run_demo
 
+    check_cache_size(num_gpu_blocks, block_size)
+    check_output_dir(out_dir, "--out")
     _set_threads(threads)
     console = _console(record=True)
     cfg = DemoConfig(num_gpu_blocks=num_gpu_blocks, block_size=block_size, max_tokens=max_tokens,
@@ -82,7 +97,12 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
             bar.update(task, description=act, completed=done, total=total,
                        info=f"{done}/{total} requests")
 
-        result = run_demo(cfg, progress=progress)
+        try:
+            result = run_demo(cfg, progress=progress)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            bar.stop()
+            raise click.UsageError(f"the demo cannot run with --blocks {num_gpu_blocks} "
+                                   f"--block-size {block_size}: {exc}") from exc
         bar.update(task, description="done", info=f"{len(result.requests)} requests")
     from kvlab.report import print_demo_report, write_demo_files
 
@@ -95,17 +115,18 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
 # ------------------------------------------------------------------------------------ generate
 @main.command()
 @click.argument("prompt")
-@click.option("--max-tokens", default=24, show_default=True)
+@click.option("--max-tokens", type=_POSITIVE, default=24, show_default=True)
 @click.option("--chat/--no-chat", default=True, show_default=True, help="Use the chat template.")
-@click.option("--block-size", default=16, show_default=True)
-@click.option("--blocks", "num_gpu_blocks", default=64, show_default=True)
+@click.option("--block-size", type=_POSITIVE, default=16, show_default=True)
+@click.option("--blocks", "num_gpu_blocks", type=_BLOCKS, default=64, show_default=True,
+              help="Blocks in the pool (null block included; >= 2).")
 @click.option("--backend", type=click.Choice(["auto", "triton", "torch"]), default="auto",
               show_default=True)
 @click.option("--model", "model_path", type=click.Path(exists=True, path_type=Path), default=None,
               help="A GGUF file or Hugging Face folder (default: the shipped SmolLM2).")
 @click.option("--save", "save_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Save the trace here.")
-@click.option("--threads", type=int, default=None)
+@click.option("--threads", type=_THREADS, default=None, help="torch CPU threads (default 1).")
 def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_blocks: int,
              backend: str, model_path: Path | None, save_path: Path | None,
              threads: int | None) -> None:
@@ -113,15 +134,34 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
     from kvlab.model.engine import LLM, SamplingParams
     from kvlab.report import print_generation
 
+    check_cache_size(num_gpu_blocks, block_size)
+    check_output_file(save_path, "--save")
     _set_threads(threads)
     console = _console()
     with console.status("loading the model ..."):
-        llm = LLM(model_path, num_gpu_blocks=num_gpu_blocks, block_size=block_size,
-                  attention_backend=backend, progress=False)
+        try:
+            llm = LLM(model_path, num_gpu_blocks=num_gpu_blocks, block_size=block_size,
+                      attention_backend=backend, progress=False)
+        except (ValueError, TypeError, OSError) as exc:
+            if model_path is not None:
+                raise click.BadParameter(f"{model_path}: {exc}", param_hint="--model") from exc
+            if isinstance(exc, OSError):
+                raise click.ClickException(str(exc)) from exc
+            raise click.UsageError(str(exc)) from exc
     text = llm.chat_prompt([{"role": "user", "content": prompt}]) if chat else prompt
     with console.status("generating ..."):
-        (out,) = llm.generate([text], SamplingParams(max_tokens=max_tokens))
+        try:
+            (out,) = llm.generate([text], SamplingParams(max_tokens=max_tokens))
+        except (ValueError, TypeError) as exc:
+            raise click.UsageError(f"PROMPT: {exc}") from exc
+        except RuntimeError as exc:
+            raise click.ClickException(str(exc)) from exc
     print_generation(console, llm, out)
+    n = len(out.prompt_token_ids) + len(out.output_token_ids)
+    if out.finish_reason == "length" and len(out.output_token_ids) < max_tokens:
+        console.print(f"[dim]stopped at max_model_len {llm.max_model_len} ({n} tokens): the most "
+                      f"one request can hold in {num_gpu_blocks} blocks of {block_size} tokens "
+                      f"(null block included); --blocks raises it[/]")
     if save_path is not None:
         llm.trace.save(save_path)
         console.print(f"trace saved to [bold]{save_path}[/]")
@@ -130,12 +170,13 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
 # ------------------------------------------------------------------------------------- compare
 @main.command()
 @click.argument("workload", default="system-prompt")
-@click.option("--pool-tokens", default=4096, show_default=True,
+@click.option("--pool-tokens", type=click.IntRange(1, 1 << 24), default=4096, show_default=True,
               help="KV capacity given to every cache (tokens).")
-@click.option("--block-size", default=16, show_default=True)
+@click.option("--block-size", type=_POSITIVE, default=16, show_default=True)
 @click.option("--policy", "policies", multiple=True, type=click.Choice(["vllm", "nano-vllm", "radix"]),
               help="Caches to compare (default: all three).")
-@click.option("--requests", "num_requests", type=int, default=None, help="Requests to generate.")
+@click.option("--requests", "num_requests", type=click.IntRange(1, 100_000), default=None,
+              help="Requests to generate.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--per-request", is_flag=True, help="Also show the per-request table.")
 @click.option("--svg-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -151,6 +192,8 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
     """
     from kvlab.compare import cli_compare
 
+    check_output_dir(svg_dir, "--svg-dir")
+    check_output_file(json_path, "--json")
     kwargs = {"policies": policies} if policies else {}
     try:
         report = cli_compare(workload, pool_tokens, block_size, num_requests=num_requests, seed=seed,
@@ -161,16 +204,25 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
 
 
 # ----------------------------------------------------------------------------------------- lab
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--notebooks", "notebook_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Folder of the course notebooks (default: ./notebooks).")
-@click.option("--port", type=int, default=None, help="Port for JupyterLab (default: its own).")
-def lab(notebook_dir: Path | None, port: int | None) -> None:
-    """Open JupyterLab on the numbered course notebooks (classroom mode)."""
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="Port for JupyterLab (default: its own).")
+@click.option("--allow-root", is_flag=True,
+              help="Let JupyterLab run as root (containers, many course images).")
+@click.pass_context
+def lab(ctx: click.Context, notebook_dir: Path | None, port: int | None, allow_root: bool) -> None:
+    """Open JupyterLab on the numbered course notebooks (classroom mode).
+
+    Any other option is passed to JupyterLab as given, e.g.
+    ``kvlab lab --no-browser --ServerApp.ip=0.0.0.0``.
+    """
     from kvlab.lab import launch_lab
 
+    extra = (["--allow-root"] if allow_root else []) + list(ctx.args)
     try:
-        code = launch_lab(notebook_dir, port)
+        code = launch_lab(notebook_dir, port, extra)
     except (FileNotFoundError, ImportError, RuntimeError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
     sys.exit(code)
@@ -184,6 +236,7 @@ def figures(out_dir: Path) -> None:
     """Regenerate the canonical figures (the seed documents' worked examples) as SVG."""
     from kvlab.figures import write_canonical_figures
 
+    check_output_dir(out_dir, "--out")
     for path in write_canonical_figures(out_dir):
         click.echo(f"wrote {path}")
 
@@ -217,7 +270,17 @@ def trace_show(path: Path, index: int, view: str, requests: tuple[str, ...]) -> 
     if not -n <= index < n:
         raise click.BadParameter(f"the trace has {n} events: use 0..{n - 1} or -{n}..-1",
                                  param_hint="--event")
-    print_trace_view(console, tr, index % n, view, list(requests) or None)
+    known_requests(tr, requests)
+    try:
+        print_trace_view(console, tr, index % n, view, list(requests) or None)
+    except KeyError as exc:
+        if requests:
+            raise click.BadParameter(str(exc.args[0] if exc.args else exc),
+                                     param_hint="--request") from exc
+        raise click.ClickException(f"{path}: damaged trace: {exc}") from exc
+    except (ValueError, AttributeError, TypeError, IndexError) as exc:
+        raise click.ClickException(f"{path}: cannot show event {index % n} (damaged trace?): "
+                                   f"{exc}") from exc
 
 
 @trace.command("info")
@@ -231,7 +294,10 @@ def trace_info(path: Path) -> None:
         tr = load_trace(path)
     except TraceFormatError as exc:
         raise click.ClickException(str(exc)) from exc
-    print_trace_info(_console(), tr, path)
+    try:
+        print_trace_info(_console(), tr, path)
+    except (ValueError, KeyError, AttributeError, TypeError, IndexError) as exc:
+        raise click.ClickException(f"{path}: damaged trace: {exc}") from exc
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -123,12 +123,17 @@ def lab_command(
     return cmd + list(extra_args or [])
 
 
-def launch_lab(notebook_dir: str | PathLike[str] | None = None, port: int | None = None) -> int:
+def launch_lab(
+    notebook_dir: str | PathLike[str] | None = None,
+    port: int | None = None,
+    extra_args: list[str] | None = None,
+) -> int:
     """Start JupyterLab on the course notebooks and wait until it is stopped (Ctrl+C).
 
     Args:
         notebook_dir: Folder to open; default :func:`find_notebook_dir`.
         port: TCP port; None lets Jupyter choose.
+        extra_args: More JupyterLab options (``--allow-root``, ``--no-browser``, ...).
 
     Returns:
         JupyterLab's exit status.
@@ -136,7 +141,7 @@ def launch_lab(notebook_dir: str | PathLike[str] | None = None, port: int | None
     Raises:
         See :func:`lab_command` (nothing is started when a check fails).
     """
-    cmd = lab_command(notebook_dir, port)
+    cmd = lab_command(notebook_dir, port, extra_args)
     try:
         return subprocess.call(cmd)
     except KeyboardInterrupt:

@@ -37,7 +37,14 @@ from kvlab.core.kv_cache_utils import get_request_block_hasher, init_none_hash, 
 from kvlab.core.request import Request
 from kvlab.core.sched import Scheduler, SchedulerConfig, SchedulerOutput
 from kvlab.model.attention_metadata import AttentionMetadata
-from kvlab.model.llama import Model
+from kvlab.model.engine_checks import (
+    blocks_for_max_model_len,
+    check_positive_int,
+    check_prompt_token_ids,
+    fit_max_model_len,
+    pool_too_small_message,
+)
+from kvlab.model.llama import ATTENTION_BACKENDS, Model
 from kvlab.model.sampling import SamplingParams, sample
 from kvlab.worker import MultiGroupBlockTable
 
@@ -104,7 +111,8 @@ class LLM:
         num_gpu_blocks: Blocks in the pool, null block included (blocks).
         max_num_seqs: Most running requests at once.
         max_num_batched_tokens: Token budget of one step (tokens).
-        max_model_len: Longest prompt + output (tokens); default min(model context, 4096).
+        max_model_len: Longest prompt + output (tokens); default: the longest that one request
+            can hold in the pool, at most min(model context, 4096) (vLLM's auto-fit).
         enable_prefix_caching: Reuse cached full blocks across requests.
         long_prefill_token_threshold: Cap on one request's tokens per step; 0 = none (tokens).
         attention_backend: "auto" | "triton" | "torch" (see ``kvlab.kernels``).
@@ -113,7 +121,9 @@ class LLM:
         device, dtype, progress: Where and how to load the model.
 
     Raises:
-        ValueError: A non-positive size, or a pool too small to hold one full-length request.
+        ValueError: A size that is not a positive int, an unknown attention_backend, a
+            max_model_len beyond the model's context, or a pool too small to hold one request of
+            max_model_len tokens ("needs N blocks for max_model_len M, the pool has K").
     """
 
     def __init__(self, model: Model | str | Path | None = None, *, block_size: int = 16,
@@ -123,20 +133,28 @@ class LLM:
                  attention_backend: str = "auto", record: bool = True,
                  enable_kv_cache_events: bool = False, device: str | torch.device = "cpu",
                  dtype: torch.dtype = torch.float32, progress: bool = True) -> None:
-        if block_size < 1 or num_gpu_blocks < 2:
-            raise ValueError(f"block_size must be >= 1 and num_gpu_blocks >= 2 (one is the null "
-                             f"block), got {block_size} and {num_gpu_blocks}")
+        block_size = check_positive_int("block_size", block_size)
+        num_gpu_blocks = check_positive_int("num_gpu_blocks (one is the null block)",
+                                            num_gpu_blocks, 2)
+        max_num_seqs = check_positive_int("max_num_seqs", max_num_seqs)
+        max_num_batched_tokens = check_positive_int("max_num_batched_tokens",
+                                                    max_num_batched_tokens)
+        if max_model_len is not None:
+            max_model_len = check_positive_int("max_model_len", max_model_len)
+        if attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention_backend must be one of {', '.join(ATTENTION_BACKENDS)}, "
+                             f"got {attention_backend!r}")
         if not isinstance(model, Model):
             model = Model.from_pretrained(model, dtype=dtype, device=device, progress=progress,
                                           attention_backend=attention_backend)
         self.model = model
         self.tokenizer = model.tokenizer
-        cfg = model.config
-        self.max_model_len = max_model_len or min(cfg.max_position_embeddings, 4096)
         self.block_size = block_size
         self.kv_cache_config = self._kv_cache_config(num_gpu_blocks)
+        self.max_model_len = self._resolve_max_model_len(max_model_len, max_num_batched_tokens)
         self.kv_cache_manager = KVCacheManager(
             self.kv_cache_config, max_model_len=self.max_model_len, hash_block_size=block_size,
+            max_num_batched_tokens=max_num_batched_tokens,
             enable_caching=enable_prefix_caching, log_stats=True,
             enable_kv_cache_events=enable_kv_cache_events)
         self.recorder = None
@@ -178,6 +196,29 @@ class LLM:
             groups.append(KVCacheGroupSpec([f"model.layers.{i}.self_attn" for i in layers], spec))
         return KVCacheConfig(num_blocks=num_gpu_blocks, kv_cache_tensors=[], kv_cache_groups=groups)
 
+    def _resolve_max_model_len(self, requested: int | None, max_num_batched_tokens: int) -> int:
+        """Check that the pool holds one max_model_len request; derive the length if not given.
+
+        Mirrors: vLLM's start-up check_enough_kv_cache_memory and its auto-fit of max_model_len
+        (estimate_max_model_len), counted in blocks.
+        """
+        specs = [g.kv_cache_spec for g in self.kv_cache_config.kv_cache_groups]
+        usable = self.kv_cache_config.num_blocks - 1
+        context = self.model.config.max_position_embeddings
+        if requested is not None and requested > context:
+            raise ValueError(f"max_model_len {requested} exceeds the model's context length "
+                             f"(max_position_embeddings {context}): allowed 1..{context}")
+        limit = requested if requested is not None else min(context, 4096)
+        fitting = fit_max_model_len(specs, usable, limit, max_num_batched_tokens)
+        if requested is None:
+            if fitting > 0:
+                return fitting
+            limit = 1  # not even one token fits: say what the smallest request needs
+        needed = blocks_for_max_model_len(specs, limit, max_num_batched_tokens)
+        if needed > usable:
+            raise ValueError(pool_too_small_message(needed, limit, usable + 1, fitting))
+        return limit
+
     @property
     def trace(self):
         """The recorded ``kvlab.trace.Trace`` so far (None when ``record=False``)."""
@@ -189,19 +230,39 @@ class LLM:
         """Queue one prompt (text, or token ids) and return its request id.
 
         Raises:
-            ValueError: An empty prompt, a duplicate id, or a prompt longer than max_model_len.
+            TypeError: The prompt is neither a str nor a sequence of int token ids, or params
+                is not a SamplingParams.
+            ValueError: An empty prompt, a token id outside the vocabulary, a duplicate id, or
+                a prompt longer than max_model_len (it could never run). Nothing is queued.
         """
+        if params is not None and not isinstance(params, SamplingParams):
+            raise TypeError(f"params must be a SamplingParams, got {type(params).__name__}")
         params = (params or SamplingParams()).for_tokenizer(self.tokenizer)
         if isinstance(prompt, str):
+            if self.tokenizer is None:
+                raise TypeError("this model has no tokenizer: give the prompt as token ids")
             text, token_ids = prompt, self.tokenizer.encode(prompt)
         else:
-            text, token_ids = None, [int(t) for t in prompt]
-        if request_id is None:
-            request_id, self._next_id = f"req-{self._next_id}", self._next_id + 1
+            text, token_ids = None, check_prompt_token_ids(prompt, self.model.config.vocab_size)
+        if not token_ids:
+            raise ValueError("the prompt is empty: give at least one token")
+        if len(token_ids) > self.max_model_len:
+            raise ValueError(
+                f"the prompt has {len(token_ids)} tokens, more than max_model_len "
+                f"{self.max_model_len} (allowed 1..{self.max_model_len}; the pool of "
+                f"{self.kv_cache_config.num_blocks} blocks of {self.block_size} tokens caps "
+                "max_model_len): shorten the prompt or give a larger pool")
+        auto_id = request_id is None
+        if auto_id:
+            request_id = f"req-{self._next_id}"
+        elif not isinstance(request_id, str):
+            raise TypeError(f"request_id must be a str, got {type(request_id).__name__}")
         if request_id in self._live:
             raise ValueError(f"request_id {request_id!r} is already running")
         request = Request(request_id, token_ids, params, None, block_hasher=self._block_hasher)
         self.scheduler.add_request(request)
+        if auto_id:
+            self._next_id += 1
         gen = None
         if params.temperature > 0:
             # NOTE: crc32, not hash(): str hashes change with PYTHONHASHSEED between processes.
@@ -212,14 +273,32 @@ class LLM:
 
     # ------------------------------------------------------------------ one step
     def step(self) -> list[RequestOutput]:
-        """Schedule, run the model once, sample, and return the requests that finished."""
+        """Schedule, run the model once, sample, and return the requests that finished.
+
+        Raises:
+            RuntimeError: The step scheduled nothing although requests wait and none runs (they
+                could never run: they are aborted and their blocks freed), or the model failed
+                (the step's requests are aborted and freed, so the engine stays usable; the
+                model's exception is chained).
+        """
         t0 = time.perf_counter()
         out = self.scheduler.schedule()
-        self._update_rows(out)
         finished: list[RequestOutput] = []
         sampled: dict[str, list[int]] = {}
-        if out.total_num_scheduled_tokens > 0:
-            sampled = self._execute(out)
+        if out.total_num_scheduled_tokens == 0 and self.scheduler.waiting \
+                and not self.scheduler.running:
+            self.scheduler.update_from_output(out, {})
+            self._raise_stuck()
+        try:
+            self._update_rows(out)
+            if out.total_num_scheduled_tokens > 0:
+                sampled = self._execute(out)
+        except Exception as exc:
+            rids = list(out.num_scheduled_tokens)
+            self.scheduler.update_from_output(out, {})
+            self.abort(rids)
+            raise RuntimeError(f"step {out.step} failed ({type(exc).__name__}: {exc}); its "
+                               f"requests {rids} were aborted and their blocks freed") from exc
         result = self.scheduler.update_from_output(out, sampled)
         self.kv_events.extend(result.kv_events or ())
         for rid in sorted(result.finished_requests, key=list(out.num_scheduled_tokens).index):
@@ -228,6 +307,40 @@ class LLM:
                                          sorted(out.preempted_req_ids), time.perf_counter() - t0))
         self.finished.extend(finished)
         return finished
+
+    def _raise_stuck(self) -> None:
+        head = self.scheduler.waiting[0]
+        free = self.kv_cache_manager.block_pool.get_num_free_blocks()
+        rids = [r.request_id for r in self.scheduler.waiting]
+        self.abort(rids)
+        raise RuntimeError(
+            f"the scheduler scheduled nothing while {len(rids)} request(s) wait and none runs: "
+            f"{head.request_id!r} ({head.num_tokens} tokens, "
+            f"{-(-head.num_tokens // self.block_size)} blocks of {self.block_size}) cannot be "
+            f"admitted with {free} free blocks (max_num_batched_tokens "
+            f"{self.scheduler.max_num_scheduled_tokens}); aborted {rids}")
+
+    def abort(self, request_ids: str | Sequence[str] | None = None) -> list[str]:
+        """Abort unfinished requests: dequeue them, free their blocks and block-table rows.
+
+        Mirrors: vllm/v1/engine/core.py::EngineCore.abort_requests (via Scheduler.finish_requests
+        with FINISHED_ABORTED).
+
+        Args:
+            request_ids: One id, several, or None for every unfinished request.
+
+        Returns:
+            The ids aborted (unknown or finished ids are skipped).
+        """
+        if isinstance(request_ids, str):
+            request_ids = [request_ids]
+        done = self.scheduler.finish_requests(
+            None if request_ids is None else list(request_ids))
+        for rid in done:
+            live = self._live.pop(rid, None)
+            if live is not None:
+                self._release_row_of(live)
+        return done
 
     def _update_rows(self, out: SchedulerOutput) -> None:
         """Mirror the scheduler's block ids into the worker block table (vLLM's _update_states)."""
@@ -324,6 +437,12 @@ class LLM:
 
         Returns:
             One RequestOutput per prompt, in the order given.
+
+        Raises:
+            TypeError, ValueError: A bad prompt or params (see ``add_request``); the prompts of
+                this call queued before it are aborted.
+            RuntimeError: A step failed or could schedule nothing (see ``step``); every
+                unfinished request of this call is aborted and its blocks freed.
         """
         if isinstance(prompts, str):
             prompts = [prompts]
@@ -331,17 +450,22 @@ class LLM:
             params = [params] * len(prompts)
         if len(params) != len(prompts):
             raise ValueError(f"got {len(params)} SamplingParams for {len(prompts)} prompts")
-        ids = []
-        for prompt, p in zip(prompts, params):
-            if use_chat_template and isinstance(prompt, str):
-                prompt = self.chat_prompt([{"role": "user", "content": prompt}], system_prompt)
-            ids.append(self.add_request(prompt, p))
+        ids: list[str] = []
         done: dict[str, RequestOutput] = {}
-        while self.scheduler.has_unfinished_requests():
-            finished = self.step()
-            done.update((o.request_id, o) for o in finished)
-            if callback is not None:
-                callback(self, finished)
+        try:
+            for prompt, p in zip(prompts, params):
+                if use_chat_template and isinstance(prompt, str):
+                    prompt = self.chat_prompt([{"role": "user", "content": prompt}], system_prompt)
+                ids.append(self.add_request(prompt, p))
+            while self.scheduler.has_unfinished_requests():
+                finished = self.step()
+                done.update((o.request_id, o) for o in finished)
+                if callback is not None:
+                    callback(self, finished)
+        except BaseException:
+            # NOTE: a bad prompt, a failed step or Ctrl+C: nothing of this call stays queued.
+            self.abort([i for i in ids if i in self._live])
+            raise
         return [done[i] for i in ids]
 
     def chat_prompt(self, messages: list[dict[str, str]], system_prompt: str | None = None) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-import kvlab
+from kvlab._version import __version__ as _KVLAB_VERSION
 from kvlab.trace.columns import COLUMN_DTYPES, OFFSET_DTYPE, PAYLOAD_DTYPE, Columns
 from kvlab.trace.events import EventKind
 from kvlab.trace.state import KVState
@@ -113,7 +113,7 @@ def _header_and_arrays(trace: Any) -> tuple[dict[str, Any], dict[str, np.ndarray
     header = {
         "magic": MAGIC,
         "format_version": FORMAT_VERSION,
-        "kvlab_version": kvlab.__version__,
+        "kvlab_version": _KVLAB_VERSION,
         "num_events": len(trace),
         "config": trace.config,
         "call_names": trace.call_names,
@@ -253,7 +253,7 @@ def _read_header(zf: zipfile.ZipFile, path: Any) -> dict[str, Any]:
     if version > FORMAT_VERSION:
         raise TraceFormatError(
             f"{path}: written by a newer kvlab (format_version {version}, by kvlab "
-            f"{header.get('kvlab_version')}); this kvlab {kvlab.__version__} reads format_version "
+            f"{header.get('kvlab_version')}); this kvlab {_KVLAB_VERSION} reads format_version "
             f"<= {FORMAT_VERSION}: upgrade kvlab"
         )
     for key, typ in (

@@ -105,7 +105,7 @@ def test_hybrid_sliding_window_engine_matches_dense_reference() -> None:
     weights = random_weights(config, seed=3)
     model = Model(config, weights, tokenizer=None)
     prompt = [int(t) for t in torch.randint(3, 96, (21,), generator=torch.Generator().manual_seed(1))]
-    llm = LLM(model, num_gpu_blocks=32, block_size=4, max_num_batched_tokens=8, max_model_len=128)
+    llm = LLM(model, num_gpu_blocks=32, block_size=4, max_num_batched_tokens=8, max_model_len=104)
     assert len(llm.kv_cache_config.kv_cache_groups) == 2
     (out,) = llm.generate([prompt], SamplingParams(max_tokens=10, ignore_eos=True))
 
@@ -126,6 +126,6 @@ def test_triton_backend_under_the_interpreter_matches_torch() -> None:
     outs = {}
     for backend in ("torch", "triton"):
         model = Model(config, weights, tokenizer=None, attention_backend=backend)
-        llm = LLM(model, num_gpu_blocks=16, block_size=4, max_num_batched_tokens=16, max_model_len=64)
+        llm = LLM(model, num_gpu_blocks=16, block_size=4, max_num_batched_tokens=16, max_model_len=60)
         outs[backend] = _tokens(llm.generate(prompts, SamplingParams(max_tokens=5, ignore_eos=True)))
     assert outs["triton"] == outs["torch"]

