@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 import time
 from pathlib import Path
 
@@ -68,3 +69,52 @@ def execute(
     asyncio.run(asyncio.wait_for(client.async_execute(), timeout_s))
     nb.metadata.setdefault("kvlab", {})["source_sha256"] = source_sha256(nb)
     return nb, time.perf_counter() - start
+
+
+VOLATILE = (
+    (re.compile(r" at 0x[0-9a-f]+"), " at 0x…"),  # memory addresses in reprs
+    (re.compile(r"\b\d+(?:\.\d+)?(?:e-?\d+)? ?(ms|µs|s)\b"), r"<time> \1"),  # wall times
+)
+"""What may differ between two executions of a notebook (pattern, replacement); all else must not."""
+
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _normalise_text(text: str | list[str]) -> str:
+    text = "".join(text) if isinstance(text, list) else text
+    for pattern, replacement in VOLATILE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def comparable_outputs(nb: nbformat.NotebookNode) -> list[list[dict]]:
+    """Each code cell's outputs with only what is volatile normalised.
+
+    Kept: output types, stream names and texts, every MIME bundle (text/plain, text/html, ...),
+    errors. Normalised: widget model ids (a fresh uuid per run), memory addresses in reprs, and
+    wall times printed as a number followed by ms, µs or s (see :data:`VOLATILE`). Dropped:
+    per-output metadata and execution counts (checked elsewhere).
+    """
+    cells = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        outputs = []
+        for out in cell.outputs:
+            item: dict = {"output_type": out.output_type}
+            if out.output_type == "stream":
+                item["name"], item["text"] = out.name, _normalise_text(out.text)
+            elif out.output_type == "error":
+                item["ename"], item["evalue"] = out.ename, out.evalue
+            else:
+                data = {}
+                for mime, value in out.get("data", {}).items():
+                    if mime == _WIDGET_VIEW:
+                        value = {k: v for k, v in value.items() if k != "model_id"}
+                    elif isinstance(value, (str, list)):
+                        value = _normalise_text(value)
+                    data[mime] = value
+                item["data"] = data
+            outputs.append(item)
+        cells.append(outputs)
+    return cells

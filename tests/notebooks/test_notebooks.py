@@ -19,7 +19,7 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-from _nbrun import NOTEBOOK_TIMEOUT_S, execute, notebook_paths, source_sha256
+from _nbrun import NOTEBOOK_TIMEOUT_S, comparable_outputs, execute, notebook_paths, source_sha256
 
 PUBLIC_MODULES = {
     "kvlab", "kvlab.core", "kvlab.core.sched", "kvlab.trace", "kvlab.worker", "kvlab.kernels",
@@ -147,3 +147,12 @@ def test_runs_top_to_bottom(path: Path) -> None:
     assert seconds < NOTEBOOK_TIMEOUT_S
     outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
     assert outputs and all(o.output_type != "error" for o in outputs)
+    # The stored outputs (what the site shows) are what the current code prints, cell by cell.
+    stored, fresh = comparable_outputs(nb), comparable_outputs(executed)
+    sources = [c.source for c in nb.cells if c.cell_type == "code"]
+    assert len(stored) == len(fresh)
+    for source, want, got in zip(sources, stored, fresh, strict=True):
+        assert got == want, (
+            f"{path.name}: the cell starting {source[:70]!r} now prints something else than "
+            "its stored output: run tests/notebooks/run_notebooks.py and review the diff"
+        )
