@@ -168,7 +168,11 @@ def test_runs_top_to_bottom(path: Path) -> None:
         )
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+# NOTE: issue 10 converts the notebooks one by one; this set goes away when all are done.
+_CONVERTED = {"06", "10"}
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] in _CONVERTED])
 def test_every_exercise_has_a_check_call_and_a_folded_solution(path: Path) -> None:
     """Each numbered exercise of the last cell names its check call, and the notebook's
     registered exercises are exactly those; solutions sit in a <details> fold (hidden on the site)."""
