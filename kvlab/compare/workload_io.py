@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from os import PathLike
 from typing import Any
 
@@ -30,70 +30,165 @@ import numpy as np
 
 from kvlab.compare.workloads import Workload, WorkloadRequest
 
-__all__ = ["from_jsonl", "from_jsonl_lines", "from_trace", "to_jsonl"]
+__all__ = [
+    "MAX_ARRIVAL_STEP",
+    "MAX_LINE_CHARS",
+    "MAX_REQUEST_TOKENS",
+    "MAX_WORKLOAD_TOKENS",
+    "from_jsonl",
+    "from_jsonl_lines",
+    "from_trace",
+    "to_jsonl",
+]
 
 _HASHED_BASE = 10_000_000  # tokens of a block named by hash index h: BASE + h * B + j
 _UNIQUE_BASE = 1_000_000_000  # tokens no other request shares
 
 
+MAX_REQUEST_TOKENS = 1 << 20
+"""Limit on one JSONL request's prompt plus max_tokens (tokens)."""
+MAX_WORKLOAD_TOKENS = 1 << 24
+"""Default limit on all requests' prompt plus max_tokens together (tokens)."""
+MAX_ARRIVAL_STEP = 1 << 20
+"""Limit on a JSONL request's arrival_step (steps)."""
+MAX_LINE_CHARS = 32 << 20
+"""Limit on one JSONL line (characters)."""
+
+
 def from_jsonl_lines(
-    lines: Iterable[str], name: str = "jsonl", tokenize: Callable[[str], list[int]] | None = None
+    lines: Iterable[str],
+    name: str = "jsonl",
+    tokenize: Callable[[str], list[int]] | None = None,
+    max_total_tokens: int = MAX_WORKLOAD_TOKENS,
 ) -> Workload:
     """Parse JSONL lines (blank lines skipped) into a Workload.
 
+    Every size is bounded before anything is allocated (a 40-byte line with ``max_tokens``
+    10**9 would otherwise plan 10**9 output tokens): see MAX_REQUEST_TOKENS,
+    MAX_ARRIVAL_STEP, MAX_LINE_CHARS and ``max_total_tokens``.
+
+    Args:
+        lines: The lines.
+        name: Workload name.
+        tokenize: Turns a text ``prompt`` into token ids (needed only for text prompts).
+        max_total_tokens: Limit on prompt plus max_tokens over all requests (tokens).
+
     Raises:
-        ValueError: Naming the line: bad JSON, missing keys, text without ``tokenize``.
+        ValueError: Naming the line and what is allowed: bad JSON (or nested too deeply),
+            missing keys, wrong types (prompt ids must be a list of ints >= 0), sizes over
+            the limits, text without ``tokenize``; or no request at all.
     """
-    reqs = []
+    reqs: list[WorkloadRequest] = []
+    total = 0
     for n, line in enumerate(lines, start=1):
+        if len(line) > MAX_LINE_CHARS:
+            raise ValueError(f"line {n}: {len(line)} characters, over the limit of "
+                             f"MAX_LINE_CHARS={MAX_LINE_CHARS}")  # fmt: skip
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"line {n}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise ValueError(f"line {n}: JSON nested too deeply (allowed: one flat object "
+                             "per line)") from None  # fmt: skip
         try:
-            reqs.append(_request_from_obj(obj, len(reqs), tokenize))
+            req = _request_from_obj(obj, len(reqs), tokenize, max_total_tokens - total)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"line {n}: {exc}") from None
+        total += len(req.prompt_token_ids) + req.max_tokens
+        reqs.append(req)
+    if not reqs:
+        raise ValueError(f"{name}: no requests (allowed: at least one JSON object line)")
     return Workload(name, reqs, f"{len(reqs)} requests from {name}")
 
 
-def _request_from_obj(obj: Any, index: int, tokenize: Any) -> WorkloadRequest:
+def _token_list(value: Any, field: str) -> list[int]:
+    if not isinstance(value, list):
+        raise TypeError(f"{field} must be a JSON list of token ids (ints >= 0), "
+                        f"got {type(value).__name__} {value!r:.60}")  # fmt: skip
+    bad = [t for t in value if isinstance(t, bool) or not isinstance(t, int) or t < 0]
+    if bad:
+        raise TypeError(f"{field} must hold token ids (ints >= 0), got {bad[:3]!r:.60}")
+    return value
+
+
+def _bounded_int(obj: dict, field: str, low: int, high: int, default: int | None) -> int:
+    value = obj.get(field, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{field} must be an int in [{low}, {high}], got {value!r:.60}")
+    return value
+
+
+def _request_from_obj(obj: Any, index: int, tokenize: Any, budget: int) -> WorkloadRequest:
     if not isinstance(obj, dict):
         raise TypeError(f"expected an object, got {type(obj).__name__}")
+    if "max_tokens" not in obj:
+        raise ValueError("needs 'max_tokens'")
+    max_tokens = _bounded_int(obj, "max_tokens", 1, MAX_REQUEST_TOKENS, None)
     if "prompt_token_ids" in obj:
-        prompt = obj["prompt_token_ids"]
+        prompt = _token_list(obj["prompt_token_ids"], "prompt_token_ids")
     elif "prompt" in obj:
         if tokenize is None:
             raise ValueError("has a text 'prompt' but no tokenize function was given")
-        prompt = tokenize(obj["prompt"])
+        if not isinstance(obj["prompt"], str):
+            raise TypeError(f"prompt must be a string, got {type(obj['prompt']).__name__}")
+        prompt = _token_list(list(tokenize(obj["prompt"])), "tokenized prompt")
     else:
         raise ValueError("needs 'prompt_token_ids' (or 'prompt' with a tokenizer)")
-    if "max_tokens" not in obj:
-        raise ValueError("needs 'max_tokens'")
+    size = len(prompt) + max_tokens
+    if size > MAX_REQUEST_TOKENS:
+        raise ValueError(f"prompt ({len(prompt)}) + max_tokens ({max_tokens}) = {size} tokens, "
+                         f"over the limit of MAX_REQUEST_TOKENS={MAX_REQUEST_TOKENS}")  # fmt: skip
+    if size > budget:
+        raise ValueError(f"the workload exceeds max_total_tokens (prompt + max_tokens over all "
+                         f"requests); this request needs {size}, {max(budget, 0)} left")  # fmt: skip
     outputs = obj.get("output_token_ids")
+    if outputs is not None:
+        outputs = _token_list(outputs, "output_token_ids")
+    request_id = obj.get("request_id", f"req-{index}")
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        raise TypeError(f"request_id must be a string (or int), got {request_id!r:.60}")
+    depends_on = obj.get("depends_on")
+    if depends_on is not None and not isinstance(depends_on, str):
+        raise TypeError(f"depends_on must be a request_id string or null, got {depends_on!r:.60}")
     return WorkloadRequest(
-        str(obj.get("request_id", f"req-{index}")),
+        str(request_id),
         tuple(prompt),
-        obj["max_tokens"],
-        obj.get("arrival_step", 0),
+        max_tokens,
+        _bounded_int(obj, "arrival_step", 0, MAX_ARRIVAL_STEP, 0),
         None if outputs is None else tuple(outputs),
-        obj.get("depends_on"),
+        depends_on,
     )
 
 
 def from_jsonl(
-    path: str | PathLike[str], tokenize: Callable[[str], list[int]] | None = None
+    path: str | PathLike[str],
+    tokenize: Callable[[str], list[int]] | None = None,
+    max_total_tokens: int = MAX_WORKLOAD_TOKENS,
 ) -> Workload:
-    """Read a JSONL workload file (see the module docstring).
+    """Read a JSONL workload file (see the module docstring and ``from_jsonl_lines``).
+
+    Lines are read bounded (MAX_LINE_CHARS), so one huge line cannot exhaust memory.
 
     Raises:
         FileNotFoundError: If the file does not exist.
-        ValueError: Naming the first bad line.
+        ValueError: Naming the first bad line and what is allowed.
     """
     with open(path, encoding="utf-8") as f:
-        return from_jsonl_lines(f, name=str(path), tokenize=tokenize)
+        return from_jsonl_lines(_bounded_lines(f), name=str(path), tokenize=tokenize,
+                                max_total_tokens=max_total_tokens)  # fmt: skip
+
+
+def _bounded_lines(f: Any) -> Iterator[str]:
+    while True:
+        line = f.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        yield line
+        if len(line) > MAX_LINE_CHARS:
+            return  # NOTE: from_jsonl_lines refuses it; never read the rest of that line
 
 
 def to_jsonl(workload: Workload, path: str | PathLike[str]) -> None:

@@ -14,7 +14,8 @@ Layout (every entry deflate-compressed; ``header.json`` is written first)::
 
 Loading checks everything it relies on and raises TraceFormatError naming the problem: not a
 zip / truncated, foreign (no header or wrong magic), newer format_version, a damaged entry (CRC
-or .npy parse), or arrays that contradict the header or each other.
+or .npy parse), sizes over the limits, or fields and arrays that contradict the header or each
+other (``kvlab.trace.fileformat_checks`` lists the checks and limits). Saving is atomic.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import json
 import os
 import tempfile
 import zipfile
-import zlib
 from collections import OrderedDict
 from os import PathLike
 from typing import Any
@@ -34,7 +34,16 @@ import numpy as np
 
 from kvlab._version import __version__ as _KVLAB_VERSION
 from kvlab.trace.columns import COLUMN_DTYPES, OFFSET_DTYPE, PAYLOAD_DTYPE, Columns
-from kvlab.trace.events import EventKind
+from kvlab.trace.fileformat_checks import (
+    DEFAULT_MAX_BYTES,
+    MAX_HEADER_BYTES,
+    TraceFormatError,
+    check_columns,
+    check_header,
+    check_initial_state,
+    parse_npy,
+    read_entry,
+)
 from kvlab.trace.state import KVState
 from kvlab.trace.tables import FrozenTables
 
@@ -56,10 +65,6 @@ _EXPECTED: dict[str, np.dtype] = {
     "init_cached": np.dtype(np.int64),
     "init_req": np.dtype(np.int64),
 }
-
-
-class TraceFormatError(ValueError):
-    """A file is not a readable kvlab trace; the message says why and what was expected."""
 
 
 def save_trace(trace: Any, path: str | PathLike[str]) -> int:
@@ -179,37 +184,52 @@ def _state_arrays(s: KVState) -> dict[str, np.ndarray]:
     }
 
 
-def load_trace(path: str | PathLike[str]) -> Any:
+def load_trace(path: str | PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
     """Read a trace written by ``save_trace`` (or ``Trace.save``).
+
+    The file is untrusted: sizes are bounded before anything is allocated and every field is
+    checked (``kvlab.trace.fileformat_checks``), so a damaged file fails here, never later.
 
     Args:
         path: The file.
+        max_bytes: Limit on the uncompressed size of all entries together (bytes).
 
     Returns:
         The Trace.
 
     Raises:
         FileNotFoundError: If ``path`` does not exist.
-        TraceFormatError: If the file is truncated, damaged, foreign or from a newer kvlab.
+        TraceFormatError: If the file is truncated, damaged, foreign, from a newer kvlab, or
+            bigger than ``max_bytes`` once inflated (the message names the field or limit).
     """
     from kvlab.trace.trace import Trace
 
     try:
         zf = zipfile.ZipFile(path, "r")
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
         raise TraceFormatError(
             f"{path}: not a kvlab trace: not a zip archive, or truncated ({exc})"
         ) from exc
     with zf:
+        total = sum(info.file_size for info in zf.infolist())
+        if total > max_bytes:
+            raise TraceFormatError(
+                f"{path}: the trace inflates to {total} bytes, over the limit of max_bytes="
+                f"{max_bytes} bytes (pass a larger max_bytes to load_trace for big traces)"
+            )
         header = _read_header(zf, path)
-        arrays = {
-            name: _read_array(zf, path, name, spec) for name, spec in header["arrays"].items()
-        }
+        check_header(header, path, _EXPECTED)
+        arrays = {}
+        for name, spec in header["arrays"].items():
+            if name in _EXPECTED:  # NOTE: unknown entries are never read
+                raw = read_entry(zf, path, f"{name}.npy", max_bytes)
+                arrays[name] = parse_npy(raw, path, name, _EXPECTED[name], spec["shape"])
     missing = sorted(set(_EXPECTED) - set(arrays))
     if missing:
         raise TraceFormatError(f"{path}: damaged trace: missing arrays {missing}")
     cols = Columns(**{name: arrays[name] for name in Columns.__dataclass_fields__})
-    _validate(cols, arrays, header, path)
+    check_columns(cols, arrays, header, path)
+    check_initial_state(arrays, header, path)
     try:
         tables = FrozenTables(list(header["requests"]), arrays["hash_blob"], arrays["hash_offsets"])
         state = _rebuild_state(header["initial_state"], arrays, tables)
@@ -222,26 +242,28 @@ def load_trace(path: str | PathLike[str]) -> Any:
         tables,
         state,
         config=header.get("config") or {},
-        call_names=list(header.get("call_names") or []),
-        checkpoint_interval=int(header.get("checkpoint_interval") or 4096),
+        call_names=list(header["call_names"]),
+        checkpoint_interval=header.get("checkpoint_interval", 4096),
     )
 
 
 def _read_header(zf: zipfile.ZipFile, path: Any) -> dict[str, Any]:
-    try:
-        raw = zf.read("header.json")
-    except KeyError:
+    if "header.json" not in zf.namelist():
         raise TraceFormatError(
             f"{path}: not a kvlab trace: a zip without header.json (foreign file)"
-        ) from None
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise TraceFormatError(f"{path}: damaged trace: header.json unreadable ({exc})") from exc
+        )
+    raw = read_entry(zf, path, "header.json", MAX_HEADER_BYTES)
     try:
         header = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TraceFormatError(
             f"{path}: damaged trace: header.json is not valid JSON ({exc})"
         ) from exc
+    except RecursionError:
+        raise TraceFormatError(
+            f"{path}: damaged trace: header.json nests too deeply (allowed: the flat header "
+            "the recorder writes; a JSON nesting depth within Python's recursion limit)"
+        ) from None
     if not isinstance(header, dict) or header.get("magic") != MAGIC:
         got = header.get("magic") if isinstance(header, dict) else type(header).__name__
         raise TraceFormatError(f"{path}: not a kvlab trace: magic is {got!r}, expected {MAGIC!r}")
@@ -267,60 +289,6 @@ def _read_header(zf: zipfile.ZipFile, path: Any) -> dict[str, Any]:
                 f"{path}: damaged trace: header field {key!r} missing or not a {typ.__name__}"
             )
     return header
-
-
-def _read_array(zf: zipfile.ZipFile, path: Any, name: str, spec: Any) -> np.ndarray:
-    try:
-        raw = zf.read(f"{name}.npy")
-        arr = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
-    except KeyError:
-        raise TraceFormatError(
-            f"{path}: damaged trace: entry {name}.npy listed in the header is missing"
-        ) from None
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error) as exc:
-        raise TraceFormatError(
-            f"{path}: damaged trace: entry {name}.npy unreadable ({exc})"
-        ) from exc
-    want = _EXPECTED.get(name)
-    if want is not None and arr.dtype != want:
-        raise TraceFormatError(
-            f"{path}: damaged trace: {name} has dtype {arr.dtype}, expected {want}"
-        )
-    if not isinstance(spec, dict) or list(arr.shape) != list(spec.get("shape", [])):
-        raise TraceFormatError(
-            f"{path}: damaged trace: {name} has shape {list(arr.shape)}, header says {spec}"
-        )
-    return arr
-
-
-def _validate(
-    cols: Columns, arrays: dict[str, np.ndarray], header: dict[str, Any], path: Any
-) -> None:
-    n = header["num_events"]
-    for name in COLUMN_DTYPES:
-        if len(arrays[name]) != n:
-            raise TraceFormatError(
-                f"{path}: damaged trace: column {name} has {len(arrays[name])} rows, expected {n}"
-            )
-    off = cols.offsets.astype(np.int64)
-    if len(off) != n + 1 or off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] != len(cols.payload):
-        raise TraceFormatError(
-            f"{path}: damaged trace: payload offsets inconsistent with {n} events "
-            f"and {len(cols.payload)} payload ints"
-        )
-    if n and int(cols.kind.max()) >= len(EventKind):
-        raise TraceFormatError(f"{path}: damaged trace: unknown event kind {int(cols.kind.max())}")
-    if n and int(cols.request.max(initial=-1)) >= len(header["requests"]):
-        raise TraceFormatError(f"{path}: damaged trace: request index beyond the request table")
-    if len(cols.step_seq) == 0 or len(cols.step_seq) != len(cols.step_val) or cols.step_seq[0] != 0:
-        raise TraceFormatError(f"{path}: damaged trace: step runs malformed")
-    nh = len(arrays["hash_offsets"]) - 1
-    for kind, col in ((EventKind.LOOKED_UP, cols.a), (EventKind.BLOCK_REMOVED, cols.b)):
-        sel = col[cols.kind == kind]
-        if len(sel) and (int(sel.min()) < 0 or int(sel.max()) >= nh):
-            raise TraceFormatError(
-                f"{path}: damaged trace: {kind.name} hash index outside [0, {nh})"
-            )
 
 
 def _rebuild_state(

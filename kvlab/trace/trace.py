@@ -36,6 +36,11 @@ __all__ = ["Trace"]
 K = EventKind
 
 
+def _is_int(value: Any) -> bool:
+    """True for ints and numpy integers; False for bool, float, str, None."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 class Trace:
     """An immutable recorded event sequence (build one with Recorder.trace() or load_trace()).
 
@@ -61,9 +66,9 @@ class Trace:
         checkpoint_interval: int = 4096,
         max_checkpoints: int = 128,
     ) -> None:
-        if checkpoint_interval < 1:
+        if not _is_int(checkpoint_interval) or checkpoint_interval < 1:
             raise ValueError(
-                f"checkpoint_interval must be >= 1 (events), got {checkpoint_interval}"
+                f"checkpoint_interval must be an int >= 1 (events), got {checkpoint_interval!r}"
             )
         self.cols = cols
         self.tables = tables
@@ -102,6 +107,8 @@ class Trace:
 
     def _index(self, i: int) -> int:
         n = len(self)
+        if not _is_int(i):
+            raise TypeError(f"event index must be an int in [-{n}, {n}), got {i!r}")
         j = i + n if i < 0 else i
         if not 0 <= j < n:
             raise IndexError(f"event index {i} out of range for a trace of {n} events")
@@ -130,6 +137,7 @@ class Trace:
         """Event ``i`` decoded (negative indexes count from the end).
 
         Raises:
+            TypeError: If ``i`` is not an int.
             IndexError: If ``i`` is out of range.
         """
         i = self._index(i)
@@ -292,9 +300,12 @@ class Trace:
         the last state asked for, so stepping forward is O(1) per event.
 
         Raises:
+            TypeError: If ``i`` is not an int.
             IndexError: If ``i`` is not in [-1, len(self)).
             ReplayError: If the trace does not replay (damaged).
         """
+        if not _is_int(i):
+            raise TypeError(f"state_at needs an int event index in [-1, {len(self)}), got {i!r}")
         if not -1 <= i < len(self):
             raise IndexError(f"state_at({i}): need -1 <= i < {len(self)}")
         return self._state_after(int(i) + 1).copy()
