@@ -129,3 +129,20 @@ def test_triton_backend_under_the_interpreter_matches_torch() -> None:
         llm = LLM(model, num_gpu_blocks=16, block_size=4, max_num_batched_tokens=16, max_model_len=60)
         outs[backend] = _tokens(llm.generate(prompts, SamplingParams(max_tokens=5, ignore_eos=True)))
     assert outs["triton"] == outs["torch"]
+
+
+@pytest.mark.model
+def test_the_issue_pools_refuse_at_once_instead_of_hanging(smollm: Model) -> None:
+    """LLM(num_gpu_blocks=8) with a 120-token prompt hung (memory growing ~60 MB/s): now the pool
+    sets max_model_len (7 usable blocks x 16 = 112 tokens) and the prompt is refused at once."""
+    llm = _llm(smollm, num_gpu_blocks=8)
+    assert llm.max_model_len == 112
+    prompt = list(range(1000, 1120))
+    with pytest.raises(ValueError, match=r"120 tokens, more than max_model_len 112 \(allowed "
+                                         r"1..112"):
+        llm.generate([prompt], SamplingParams(max_tokens=4))
+    assert llm.scheduler.get_request_counts() == (0, 0)
+    (out,) = llm.generate([prompt[:100]], SamplingParams(max_tokens=50, ignore_eos=True))
+    assert len(out.output_token_ids) == 12 and out.finish_reason == "length"   # 100 + 12 = 112
+    with pytest.raises(ValueError, match="needs 64 blocks for max_model_len 1024, the pool has 7"):
+        _llm(smollm, num_gpu_blocks=8, max_model_len=1024)

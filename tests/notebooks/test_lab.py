@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -49,6 +51,40 @@ def test_rejects_a_bad_port(port: object) -> None:
         lab_command(REPO / "notebooks", port=port)  # type: ignore[arg-type]
 
 
+def test_extra_options_are_appended_as_given() -> None:
+    extra = ["--allow-root", "--no-browser", "--ServerApp.ip=0.0.0.0"]
+    cmd = lab_command(REPO / "notebooks", None, extra)
+    assert cmd[-3:] == extra
+
+
+def test_launch_lab_passes_extra_options_to_jupyterlab(monkeypatch) -> None:
+    import kvlab.lab as lab_mod
+
+    calls = []
+    monkeypatch.setattr(lab_mod.subprocess, "call", lambda cmd: calls.append(cmd) or 3)
+    assert lab_mod.launch_lab(REPO / "notebooks", 8899, ["--allow-root"]) == 3
+    (cmd,) = calls
+    assert cmd[:3] == [sys.executable, "-m", "jupyterlab"] and cmd[-1] == "--allow-root"
+    assert "--ServerApp.port=8899" in cmd
+
+
+def test_the_lab_command_takes_allow_root_and_passes_unknown_options(monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    import kvlab.lab as lab_mod
+    from kvlab.cli import main
+
+    calls = []
+    monkeypatch.setattr(lab_mod.subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    out = CliRunner().invoke(main, ["lab", "--notebooks", str(REPO / "notebooks"), "--allow-root",
+                                    "--no-browser", "--LabApp.default_url=/lab/tree/01.ipynb"])
+    assert out.exit_code == 0, out.output
+    (cmd,) = calls
+    assert cmd[-3:] == ["--allow-root", "--no-browser", "--LabApp.default_url=/lab/tree/01.ipynb"]
+    help_text = CliRunner().invoke(main, ["lab", "--help"]).output
+    assert "--allow-root" in help_text and "passed to JupyterLab" in help_text
+
+
 def test_rejects_a_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="is not a folder"):
         lab_command(tmp_path / "nowhere")
@@ -75,18 +111,21 @@ def _get_json(url: str) -> object:
 
 @pytest.mark.slow
 def test_jupyterlab_serves_the_notebooks(tmp_path: Path) -> None:
+    """`kvlab lab --allow-root` with pass-through options starts a real JupyterLab (also as root,
+    the case of many course containers)."""
     port = _free_port()
     extra = [
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",
         "--IdentityProvider.token=",
-        "--ServerApp.allow_root=True",
         f"--ServerApp.runtime_dir={tmp_path}",
     ]
     server = subprocess.Popen(
-        lab_command(REPO / "notebooks", port, extra),
+        [sys.executable, "-m", "kvlab.cli", "lab", "--notebooks", str(REPO / "notebooks"),
+         "--port", str(port), "--allow-root", *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # kvlab and the JupyterLab it starts: one process group
     )
     try:
         deadline, listing = time.monotonic() + 60, None
@@ -105,5 +144,5 @@ def test_jupyterlab_serves_the_notebooks(tmp_path: Path) -> None:
         # The lab API lists "@scope/name" as "scope-name".
         assert {x.lstrip("@").replace("/", "-") for x in LAB_EXTENSIONS} <= found
     finally:
-        server.terminate()
+        os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
