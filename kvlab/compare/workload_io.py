@@ -137,6 +137,8 @@ def _request_from_obj(obj: Any, index: int, tokenize: Any, budget: int) -> Workl
         prompt = _token_list(list(tokenize(obj["prompt"])), "tokenized prompt")
     else:
         raise ValueError("needs 'prompt_token_ids' (or 'prompt' with a tokenizer)")
+    if not prompt:
+        raise ValueError("the prompt is empty (allowed: at least one token id)")
     size = len(prompt) + max_tokens
     if size > MAX_REQUEST_TOKENS:
         raise ValueError(f"prompt ({len(prompt)}) + max_tokens ({max_tokens}) = {size} tokens, "

@@ -456,7 +456,14 @@ class BlockPool:
         rec = self.recorder
         if rec is not None and blocks_list:
             rec.free_blocks([b.block_id for b in blocks_list])
-        self.free_block_queue.append_n([b for b in blocks_list if b.ref_cnt == 0 and not b.is_null])
+        to_append = [b for b in blocks_list if b.ref_cnt == 0 and not b.is_null]
+        try:
+            self.free_block_queue.append_n(to_append)
+        except ValueError:
+            # NOTE: a block listed k times with ref_cnt k reached 0 once: link it once, at its
+            # first position (vLLM links it k times and corrupts the queue). append_n changed
+            # nothing when it refused the duplicate.
+            self.free_block_queue.append_n(list({id(b): b for b in to_append}.values()))
 
     def evict_blocks(self, block_ids: Iterable[int]) -> None:
         """Drop the given blocks from the prefix cache (used ones stay allocated).

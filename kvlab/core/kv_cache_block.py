@@ -160,9 +160,17 @@ class FreeKVCacheBlockQueue:
 
         Raises:
             ValueError: If n < 0 or n > num_free_blocks (nothing is changed).
+            TypeError: If n is not a number (nothing is changed).
         """
         if n == 0:
             return []
+        if n.__class__ is not int:  # NOTE: numpy ints pass; float, str, bool do not
+            if isinstance(n, bool) or not hasattr(n, "__index__"):
+                raise TypeError(
+                    f"popleft_n: n must be an int in [0, num_free_blocks={self.num_free_blocks}]"
+                    f", got {type(n).__name__} {n!r}"
+                )
+            n = n.__index__()
         if n < 0 or n > self.num_free_blocks:
             raise ValueError(
                 f"popleft_n({n}): n must be in [0, num_free_blocks={self.num_free_blocks}]"
@@ -193,7 +201,10 @@ class FreeKVCacheBlockQueue:
             RuntimeError: If ``block`` is not linked into the queue (as vLLM; nothing changed).
         """
         if block.prev_free_block is None or block.next_free_block is None:
-            raise RuntimeError(f"remove() called on an invalid block: {block}")
+            raise RuntimeError(
+                f"remove() called on an invalid block: {block} (allowed: a block in the free "
+                "queue, i.e. with free-list links)"
+            )
         block.prev_free_block.next_free_block = block.next_free_block
         block.next_free_block.prev_free_block = block.prev_free_block
         block.prev_free_block = block.next_free_block = None

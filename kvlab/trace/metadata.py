@@ -16,12 +16,13 @@ def manager_config(kv_cache_manager: Any) -> dict[str, Any]:
     """Trace metadata read from a live KVCacheManager.
 
     Args:
-        kv_cache_manager: A kvlab.core KVCacheManager (only ``block_pool`` is required).
+        kv_cache_manager: A kvlab.core KVCacheManager (only ``block_pool`` is required), or a
+            bare BlockPool (then there are no groups).
 
     Returns:
         A JSON-serialisable dict (missing attributes become None / defaults).
     """
-    pool = kv_cache_manager.block_pool
+    pool = getattr(kv_cache_manager, "block_pool", kv_cache_manager)
     coordinator = getattr(kv_cache_manager, "coordinator", None)
     managers = getattr(coordinator, "single_type_managers", ())
     groups = []

@@ -49,16 +49,19 @@ _NONE_HASH_SET: list[bool] = []
 
 
 def busy_manager(hybrid: bool = False) -> tuple[KVCacheManager, Recorder, list[Request]]:
-    """A recorded manager mid-run: one request holding blocks, one finished (cached, free)."""
-    m = make_manager(16, hybrid)
+    """A recorded manager mid-run: "live" holds blocks (two shared with the finished "done"),
+    "gone" finished and left cached free blocks; the free queue is no longer in id order."""
+    m = make_manager(24 if hybrid else 16, hybrid)
     rec = Recorder(chunk_size=4).attach(m)
     done = make_request("done", list(range(9)))
     live = make_request("live", list(range(8)) + [90, 91, 92])
-    for req in (done, live):
+    gone = make_request("gone", list(range(100, 113)))
+    for req in (done, live, gone):
         blocks, hit = m.get_computed_blocks(req)
         assert m.allocate_slots(req, req.num_tokens - hit, hit, blocks) is not None
         req.num_computed_tokens = req.num_tokens
     m.free(done)
+    m.free(gone)  # its 3 full blocks stay cached, free (eviction candidates)
     return m, rec, [done, live]
 
 
