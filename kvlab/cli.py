@@ -192,6 +192,9 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
     """
     from kvlab.compare import cli_compare
 
+    if pool_tokens < block_size:
+        raise click.BadParameter(f"{pool_tokens} tokens hold no block of --block-size {block_size}: "
+                                 f"give at least {block_size}", param_hint="--pool-tokens")
     check_output_dir(svg_dir, "--svg-dir")
     check_output_file(json_path, "--json")
     kwargs = {"policies": policies} if policies else {}
