@@ -44,6 +44,12 @@ from kvlab.core.kv_cache_interface import (
     SlidingWindowSpec,
 )
 from kvlab.core.kv_cache_manager import KVCacheManager
+from kvlab.core.kv_cache_sizing import (
+    get_kv_cache_config,
+    get_kv_cache_groups,
+    max_memory_usage_bytes,
+    unify_kv_cache_spec_page_size,
+)
 from kvlab.core.kv_cache_utils import (
     BlockHashListWithBlockSize,
     FreeKVCacheBlockQueue,
@@ -87,6 +93,6 @@ __all__ = [
     "PlaceholderRange", "PrefixCacheStats", "Request", "SamplingParams", "SingleTypeKVCacheManager",
     "SinkFullAttentionManager", "SinkFullAttentionSpec", "SlidingWindowManager",
     "SlidingWindowSpec", "UnitaryKVCacheCoordinator", "VllmConfig", "get_kv_cache_coordinator",
-    "get_num_blocks", "get_request_block_hasher", "hash_block_tokens", "init_none_hash",
-    "sha256", "sha256_cbor",
+    "get_kv_cache_config", "get_kv_cache_groups", "get_num_blocks", "get_request_block_hasher", "hash_block_tokens", "init_none_hash",
+    "max_memory_usage_bytes", "sha256", "sha256_cbor", "unify_kv_cache_spec_page_size",
 ]
