@@ -101,8 +101,10 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
             result = run_demo(cfg, progress=progress)
         except (ValueError, TypeError, RuntimeError) as exc:
             bar.stop()
-            raise click.UsageError(f"the demo cannot run with --blocks {num_gpu_blocks} "
-                                   f"--block-size {block_size}: {exc}") from exc
+            raise click.UsageError(
+                f"the demo cannot run with --blocks {num_gpu_blocks} --block-size {block_size}: "
+                f"{exc} (the defaults, --blocks {_DEMO.num_gpu_blocks} --block-size "
+                f"{_DEMO.block_size}, fit every request)") from exc
         bar.update(task, description="done", info=f"{len(result.requests)} requests")
     from kvlab.report import print_demo_report, write_demo_files
 

@@ -285,8 +285,8 @@ class LLM:
         out = self.scheduler.schedule()
         finished: list[RequestOutput] = []
         sampled: dict[str, list[int]] = {}
-        if out.total_num_scheduled_tokens == 0 and self.scheduler.waiting \
-                and not self.scheduler.running:
+        if (out.total_num_scheduled_tokens == 0 and not out.preempted_req_ids
+                and self.scheduler.waiting and not self.scheduler.running):
             self.scheduler.update_from_output(out, {})
             self._raise_stuck()
         try:

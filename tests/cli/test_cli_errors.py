@@ -91,9 +91,8 @@ USAGE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("args", "fragments"), USAGE_ERRORS, ids=lambda v: " ".join(v)
-                         if isinstance(v, list) and v and isinstance(v[0], str) and v[0].isalpha()
-                         else None)
+@pytest.mark.parametrize(("args", "fragments"), USAGE_ERRORS,
+                         ids=[" ".join(args) for args, _ in USAGE_ERRORS])
 def test_bad_option_values_exit_2_with_one_clean_line(args, fragments, saved_trace: Path) -> None:
     args = [str(saved_trace) if a == "TRACE" else a for a in args]
     out = CliRunner().invoke(main, args, terminal_width=200)
