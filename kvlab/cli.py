@@ -194,6 +194,12 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
     """
     from kvlab.compare import cli_compare
 
+    from kvlab.compare.cli import WORKLOADS
+
+    if workload not in WORKLOADS and not Path(workload).is_file():
+        raise click.BadParameter(f"unknown workload {workload!r}: use one of "
+                                 f"{', '.join(WORKLOADS)}, a .jsonl file or a saved kvlab trace",
+                                 param_hint="WORKLOAD")
     if pool_tokens < block_size:
         raise click.BadParameter(f"{pool_tokens} tokens hold no block of --block-size {block_size}: "
                                  f"give at least {block_size}", param_hint="--pool-tokens")

@@ -112,7 +112,7 @@ def test_compare_runs_three_caches_and_rejects_unknown_workloads() -> None:
     assert out.exit_code == 0, out.output
     assert "vllm" in out.output and "nano-vllm" in out.output and "radix" in out.output
     bad = runner.invoke(main, ["compare", "bogus"])
-    assert bad.exit_code == 1 and "unknown workload 'bogus'" in bad.output
+    assert bad.exit_code == 2 and "unknown workload 'bogus'" in bad.output
 
 
 def test_lab_refuses_bad_arguments_clearly(tmp_path: Path) -> None:

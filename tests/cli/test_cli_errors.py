@@ -70,6 +70,8 @@ USAGE_ERRORS = [
     (["compare", "--pool-tokens", "10000000000000"], ["'--pool-tokens'", "1<=x<=16777216"]),
     (["compare", "--pool-tokens", "8"], ["--pool-tokens", "8 tokens hold no block of --block-size 16: "
                                          "give at least 16"]),
+    (["compare", "bogus"], ["WORKLOAD", "unknown workload 'bogus': use one of system-prompt, "
+                            "multi-turn, rag, few-shot, a .jsonl file or a saved kvlab trace"]),
     (["compare", "--block-size", "0"], ["'--block-size'", "0 is not in the range x>=1"]),
     (["compare", "--policy", "lru"], ["'--policy'", "'vllm', 'nano-vllm', 'radix'"]),
     (["compare", "--requests", "0"], ["'--requests'", "0 is not in the range 1<=x<=100000"]),
