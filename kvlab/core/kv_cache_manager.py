@@ -34,8 +34,10 @@ from kvlab.core import kv_cache_manager_checks as checks
 from kvlab.core.kv_cache_blocks import KVCacheBlocks
 from kvlab.core.kv_cache_coordinator import get_kv_cache_coordinator
 from kvlab.core.kv_cache_interface import get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
+from kvlab.core.kv_cache_manager_alloc import allocate_slots_general, fast_path_layout
 from kvlab.core.kv_events import BlockStored
 from kvlab.core.metrics import PrefixCacheStats
+from kvlab.core.request import Request
 
 if TYPE_CHECKING:
     from kvlab.core.kv_cache_interface import KVCacheConfig
@@ -43,11 +45,13 @@ if TYPE_CHECKING:
     from kvlab.core.kv_cache_utils import KVCacheBlock
     from kvlab.core.kv_events import KVCacheEvent
     from kvlab.core.recorder import KVRecorder
-    from kvlab.core.request import Request
 
 __all__ = ["KVCacheBlocks", "KVCacheManager"]
 
 logger = logging.getLogger(__name__)
+
+# allocate_slots' fast path tests its zero defaults by identity (CPython shares small ints).
+_ZERO = 0
 
 
 class KVCacheManager:
@@ -129,6 +133,9 @@ class KVCacheManager:
         self.empty_kv_cache_blocks = KVCacheBlocks(
             tuple(() for _ in range(self.num_kv_cache_groups))
         )
+        self._fast_groups, self._windowed_managers, self._cache_alignment = fast_path_layout(
+            self.coordinator
+        )
         self.recorder: KVRecorder | None = None
         self.set_recorder(recorder)
 
@@ -171,8 +178,11 @@ class KVCacheManager:
             request skips reading the prefix cache.
 
         Raises:
+            TypeError: ``request`` is not a Request (None, a str, ...).
             ValueError: The request has no tokens (and a lookup would run).
         """
+        if type(request) is not Request:
+            checks.check_request(request, "get_computed_blocks")
         skip = not self.enable_caching or request.skip_reading_prefix_cache
         if not skip and request.num_tokens < 1:
             raise ValueError(
@@ -223,6 +233,11 @@ class KVCacheManager:
         (4) allocate up to ``new + lookahead``; (5) cache the full blocks (unless caching is
         off or ``delay_cache_blocks``).
 
+        Speed: a call with no hits, no external or encoder tokens, default flags and the
+        recorder off (a running request's next chunk or decode step) takes a fast path: one
+        exact-type test per argument, and only the group calls that can change something.
+        Every other call is validated in full (``kvlab.core.kv_cache_manager_alloc``).
+
         Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.allocate_slots
 
         Args:
@@ -243,105 +258,83 @@ class KVCacheManager:
         Raises:
             ValueError: Negative count, nothing to allocate, hit blocks that do not fit the
                 groups / ``num_new_computed_tokens`` / the request's state, or missing hashes.
-            TypeError: A count is not an int.
+            TypeError: ``request`` is not a Request, or a count is not an int (bool too).
         """
-        counts = (num_new_tokens, num_new_computed_tokens, num_lookahead_tokens,
-                  num_external_computed_tokens, num_encoder_tokens)  # fmt: skip
-        blocks_list = checks.check_allocate_slots(
-            self, request, *counts, new_computed_blocks, delay_cache_blocks
-        )
-        rec = self.recorder
-        if rec is not None:
-            args = (request.num_computed_tokens, num_new_computed_tokens,
-                    num_external_computed_tokens, num_new_tokens, num_lookahead_tokens,
-                    num_encoder_tokens, bool(delay_cache_blocks),
-                    bool(full_sequence_must_fit))  # fmt: skip
-            rec.begin_call("allocate_slots", request.request_id, tuple(int(a) for a in args))
-        new_blocks, num_blocks_to_allocate = self._allocate_slots(
-            request, *counts, blocks_list, delay_cache_blocks, full_sequence_must_fit
-        )
-        if rec is not None:
-            rec.end_call("allocate_slots", (0 if new_blocks is None else 1, num_blocks_to_allocate))
-        return new_blocks
-
-    def _allocate_slots(
-        self,
-        request: Request,
-        num_new_tokens: int,
-        num_new_computed_tokens: int,
-        num_lookahead_tokens: int,
-        num_external_computed_tokens: int,
-        num_encoder_tokens: int,
-        new_computed_block_list: tuple,
-        delay_cache_blocks: bool,
-        full_sequence_must_fit: bool,
-    ) -> tuple[KVCacheBlocks | None, int]:
-        """allocate_slots after validation: returns (result, num_blocks_to_allocate)."""
-        coordinator = self.coordinator
-        request_id = request.request_id
-        num_local_computed_tokens = request.num_computed_tokens + num_new_computed_tokens
-        total_computed_tokens = min(
-            num_local_computed_tokens + num_external_computed_tokens, self.max_model_len
-        )
-        if full_sequence_must_fit:
-            num_blocks_to_allocate = self._num_blocks_for_full_sequence(
-                request, new_computed_block_list, num_encoder_tokens, total_computed_tokens
-            )
-            if num_blocks_to_allocate > self.block_pool.get_num_free_blocks():
-                return None, num_blocks_to_allocate
-        num_tokens_main_model = total_computed_tokens + num_new_tokens
-        num_tokens_need_slot = min(num_tokens_main_model + num_lookahead_tokens, self.max_model_len)
-        # Free out-of-window blocks first: fewer cached blocks get evicted below.
-        coordinator.remove_skipped_blocks(request_id, total_computed_tokens)
-        num_blocks_to_allocate = coordinator.get_num_blocks_to_allocate(
-            request_id=request_id,
-            num_tokens=num_tokens_need_slot,
-            new_computed_blocks=new_computed_block_list,
-            num_encoder_tokens=num_encoder_tokens,
-            total_computed_tokens=num_local_computed_tokens + num_external_computed_tokens,
-            num_tokens_main_model=num_tokens_main_model,
-        )
-        if num_blocks_to_allocate > self.block_pool.get_num_free_blocks():
-            return None, num_blocks_to_allocate
+        fast = self._fast_groups
         if (
-            new_computed_block_list is not self.empty_kv_cache_blocks.blocks
-            or num_external_computed_tokens > 0
-        ):
-            # Hits are attached before the new blocks, so a later failure cannot lose them.
-            coordinator.allocate_new_computed_blocks(
-                request_id=request_id,
-                new_computed_blocks=new_computed_block_list,
-                num_local_computed_tokens=num_local_computed_tokens,
-                num_external_computed_tokens=num_external_computed_tokens,
+            # The common case (a running request asking for its next tokens, no hits, recorder
+            # off) goes straight through; everything else takes the general path below.
+            fast is None
+            or type(request) is not Request
+            or type(num_new_tokens) is not int
+            or type(num_lookahead_tokens) is not int
+            or num_new_tokens <= 0
+            or num_lookahead_tokens < 0
+            # `is` against the shared small int: numpy zeros etc. take the general path.
+            or num_new_computed_tokens is not _ZERO
+            or num_external_computed_tokens is not _ZERO
+            or num_encoder_tokens is not _ZERO
+            or delay_cache_blocks is not False
+            or full_sequence_must_fit is not False
+            or (new_computed_blocks is not None
+                and new_computed_blocks is not self.empty_kv_cache_blocks)
+            or self.recorder is not None
+        ):  # fmt: skip
+            return allocate_slots_general(
+                self, request, num_new_tokens, num_new_computed_tokens, new_computed_blocks,
+                num_lookahead_tokens, num_external_computed_tokens, delay_cache_blocks,
+                num_encoder_tokens, full_sequence_must_fit,
+            )  # fmt: skip
+        # NOTE: the fast path makes exactly the general path's calls minus those that cannot
+        # change anything: remove_skipped_blocks only for windowed groups, allocate_new_blocks
+        # only when a group grows (or has no entry yet), cache_blocks only when a group has a
+        # newly full block. The differential oracle checks it against vLLM.
+        request_id = request.request_id
+        num_computed_tokens = request.num_computed_tokens
+        max_model_len = self.max_model_len
+        total_computed_tokens = min(num_computed_tokens, max_model_len)
+        num_tokens_main_model = total_computed_tokens + num_new_tokens
+        num_tokens_need_slot = min(num_tokens_main_model + num_lookahead_tokens, max_model_len)
+        enable_caching = self.enable_caching
+        if enable_caching:
+            num_tokens_to_cache = min(num_tokens_main_model, request.num_tokens)
+            if num_tokens_to_cache // self.hash_block_size > len(request.block_hashes):
+                checks.check_hashes_cover(self, request, num_tokens_to_cache)
+        for manager in self._windowed_managers:
+            manager.remove_skipped_blocks(request_id, total_computed_tokens)
+        num_blocks_to_allocate = 0
+        grows = False
+        for manager, block_size in fast:
+            held = manager.req_to_blocks.get(request_id)
+            if held is not None and request_id in manager.num_cached_block:
+                num_new = -(-num_tokens_need_slot // block_size) - len(held)
+                if num_new > 0:
+                    num_blocks_to_allocate += num_new
+                    grows = True
+            else:
+                num_blocks_to_allocate += manager.get_num_blocks_to_allocate(
+                    request_id, num_tokens_need_slot, (), num_computed_tokens,
+                    num_tokens_main_model,
+                )  # fmt: skip
+                grows = True
+        if not grows:
+            new_blocks = self.empty_kv_cache_blocks
+        elif num_blocks_to_allocate > self.block_pool.get_num_free_blocks():
+            return None
+        else:
+            new_blocks = self.create_kv_cache_blocks(
+                self.coordinator.allocate_new_blocks(
+                    request_id, num_tokens_need_slot, num_tokens_main_model, 0
+                )
             )
-        new_blocks = coordinator.allocate_new_blocks(
-            request_id, num_tokens_need_slot, num_tokens_main_model, num_encoder_tokens
-        )
-        if self.enable_caching and not delay_cache_blocks:
-            # Only finalized tokens are cached: drafts beyond request.num_tokens may be rejected.
-            coordinator.cache_blocks(
-                request, min(total_computed_tokens + num_new_tokens, request.num_tokens)
-            )
-        return self.create_kv_cache_blocks(new_blocks), num_blocks_to_allocate
-
-    def _num_blocks_for_full_sequence(
-        self,
-        request: Request,
-        new_computed_block_list: tuple,
-        num_encoder_tokens: int,
-        total_computed_tokens: int,
-    ) -> int:
-        """Blocks the whole request would need (windowed groups at their admission cap)."""
-        full_num_tokens = min(request.num_tokens, self.max_model_len)
-        return self.coordinator.get_num_blocks_to_allocate(
-            request_id=request.request_id,
-            num_tokens=full_num_tokens,
-            new_computed_blocks=new_computed_block_list,
-            num_encoder_tokens=num_encoder_tokens,
-            total_computed_tokens=total_computed_tokens,
-            num_tokens_main_model=full_num_tokens,
-            apply_admission_cap=True,
-        )
+        if enable_caching:
+            alignment = self._cache_alignment
+            num_aligned = num_tokens_to_cache // alignment * alignment
+            for manager, block_size in fast:
+                if num_aligned // block_size > manager.num_cached_block.get(request_id, 0):
+                    self.coordinator.cache_blocks(request, num_tokens_to_cache)
+                    break
+        return new_blocks
 
     # ------------------------------------------------------------------ release
     def free(self, request: Request) -> None:
@@ -349,7 +342,12 @@ class KVCacheManager:
 
         An unknown request is a no-op (aborted before allocation), as in vLLM.
         Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.free
+
+        Raises:
+            TypeError: ``request`` is not a Request (None, a str, ...); nothing changed.
         """
+        if type(request) is not Request:
+            checks.check_request(request, "free")
         rec = self.recorder
         if rec is not None:
             rec.begin_call("free", request.request_id, ())
@@ -465,8 +463,10 @@ class KVCacheManager:
 
         Raises:
             ValueError: Negative count, or it covers blocks the request lacks (or their hashes).
-            TypeError: The count is not an int.
+            TypeError: ``request`` is not a Request, or the count is not an int.
         """
+        if type(request) is not Request:
+            checks.check_request(request, "cache_blocks")
         checks.check_count("num_computed_tokens", num_computed_tokens)
         if self.enable_caching:
             checks.check_cache_blocks(self, request, num_computed_tokens)

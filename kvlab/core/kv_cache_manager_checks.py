@@ -3,6 +3,10 @@
 vLLM asserts these conditions (or fails half-way through an allocation, after some groups
 already changed). kvlab checks them up front and raises a ValueError / TypeError / KeyError
 naming the problem. None of these checks rejects input on which vLLM decides normally.
+
+NOTE: these run once per API call, at the boundary, never in inner loops. Counts are checked
+with ``type(v) is int`` first (tens of ns); only other types take the ``numbers.Integral``
+ABC check (numpy integers are accepted, bool is not).
 """
 
 from __future__ import annotations
@@ -12,24 +16,60 @@ from typing import TYPE_CHECKING, Any
 
 from kvlab.core.kv_cache_blocks import KVCacheBlocks
 from kvlab.core.kv_cache_interface import CrossAttentionSpec
+from kvlab.core.request import Request
 from kvlab.core.single_type_kv_cache_manager import CrossAttentionManager
 
 if TYPE_CHECKING:
     from kvlab.core.kv_cache_manager import KVCacheManager
-    from kvlab.core.request import Request
 
 __all__ = [
     "check_allocate_slots",
     "check_block_ids",
     "check_cache_blocks",
     "check_count",
+    "check_hashes_cover",
     "check_manager_config",
+    "check_request",
 ]
+
+# What each call reads of a request (a Request has them all; test doubles may have fewer).
+_REQUEST_ATTRS = {
+    "allocate_slots": ("request_id", "num_tokens", "num_computed_tokens", "block_hashes"),
+    "cache_blocks": ("request_id", "num_tokens", "block_hashes"),
+    "free": ("request_id",),
+    "get_computed_blocks": ("request_id", "num_tokens", "block_hashes"),
+}
 
 
 def _is_int(value: Any) -> bool:
     # Integral admits numpy integers (a worker may report ids as np.int64); bool is refused.
+    if type(value) is int:
+        return True
     return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def check_request(request: Any, call: str) -> None:
+    """Raise unless ``request`` is a Request (or has what ``call`` reads of one).
+
+    Args:
+        request: What the caller passed.
+        call: The API call's name (a key of ``_REQUEST_ATTRS``), for the message.
+
+    Raises:
+        TypeError: ``request`` is None, a str, a number, or anything else without the
+            attributes ``call`` reads (``request_id``, ``num_tokens``, ...).
+    """
+    if isinstance(request, Request):
+        return
+    attrs = _REQUEST_ATTRS[call]
+    if not isinstance(request, (str, bytes, int, float, type(None))) and all(
+        hasattr(request, name) for name in attrs
+    ):
+        return  # duck-typed (e.g. a test double with a Request's attributes)
+    raise TypeError(
+        f"{call}: request must be a Request (kvlab.core.request.Request, or an object with "
+        f"{', '.join(attrs)}), got {type(request).__name__} {request!r:.80}"
+    )
 
 
 def check_count(name: str, value: Any) -> None:
@@ -39,7 +79,7 @@ def check_count(name: str, value: Any) -> None:
         TypeError: Not an int (bool is rejected too).
         ValueError: Negative.
     """
-    if not _is_int(value):
+    if type(value) is not int and not _is_int(value):
         raise TypeError(f"{name} must be an int >= 0, got {type(value).__name__} {value!r}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
@@ -145,8 +185,12 @@ def _check_attach(mgr: KVCacheManager, request_id: str, attaches: bool) -> None:
             )
 
 
-def _check_hashes_cover(mgr: KVCacheManager, request: Request, num_tokens: int) -> None:
-    """Caching ``num_tokens`` tokens needs their blocks and block hashes."""
+def check_hashes_cover(mgr: KVCacheManager, request: Request, num_tokens: int) -> None:
+    """Caching ``num_tokens`` tokens needs the block hashes of the blocks not cached yet.
+
+    Raises:
+        ValueError: Some group would cache a block the request has no hash for.
+    """
     coordinator = mgr.coordinator
     lcm = getattr(coordinator, "lcm_block_size", None)
     if lcm is not None:
@@ -183,12 +227,12 @@ def check_cache_blocks(mgr: KVCacheManager, request: Request, num_computed_token
                 f"cannot cache {num_full_blocks} blocks of request {request.request_id!r} in group "
                 f"{manager.kv_cache_group_id}: it holds {num_held}"
             )
-    _check_hashes_cover(mgr, request, num_computed_tokens)
+    check_hashes_cover(mgr, request, num_computed_tokens)
 
 
 def check_allocate_slots(
     mgr: KVCacheManager,
-    request: Request,
+    request: Any,
     num_new_tokens: Any,
     num_new_computed_tokens: Any,
     num_lookahead_tokens: Any,
@@ -200,35 +244,64 @@ def check_allocate_slots(
     """Check ``allocate_slots``'s arguments; return the hit blocks as a tuple per group.
 
     Raises:
-        TypeError: A count is not an int, or ``new_computed_blocks`` is not KVCacheBlocks.
+        TypeError: ``request`` is not a Request, a count is not an int, or
+            ``new_computed_blocks`` is not KVCacheBlocks.
         ValueError: See ``KVCacheManager.allocate_slots``.
     """
-    check_count("num_new_tokens", num_new_tokens)
-    check_count("num_new_computed_tokens", num_new_computed_tokens)
-    check_count("num_lookahead_tokens", num_lookahead_tokens)
-    check_count("num_external_computed_tokens", num_external_computed_tokens)
-    check_count("num_encoder_tokens", num_encoder_tokens)
+    if type(request) is not Request:
+        check_request(request, "allocate_slots")
+    if (
+        type(num_new_tokens) is not int
+        or type(num_new_computed_tokens) is not int
+        or type(num_lookahead_tokens) is not int
+        or type(num_external_computed_tokens) is not int
+        or type(num_encoder_tokens) is not int
+        # For ints, a bitwise or is negative iff one of them is.
+        or (
+            num_new_tokens
+            | num_new_computed_tokens
+            | num_lookahead_tokens
+            | num_external_computed_tokens
+            | num_encoder_tokens
+        )
+        < 0
+    ):
+        check_count("num_new_tokens", num_new_tokens)
+        check_count("num_new_computed_tokens", num_new_computed_tokens)
+        check_count("num_lookahead_tokens", num_lookahead_tokens)
+        check_count("num_external_computed_tokens", num_external_computed_tokens)
+        check_count("num_encoder_tokens", num_encoder_tokens)
     if num_new_tokens == 0 and num_external_computed_tokens == 0:
         raise ValueError("num_new_tokens must be > 0 when there are no external computed tokens")
-    if new_computed_blocks is None:
-        blocks = mgr.empty_kv_cache_blocks.blocks
+    empty = mgr.empty_kv_cache_blocks
+    if new_computed_blocks is None or new_computed_blocks is empty:
+        blocks = empty.blocks
+        # No hits: only "hit tokens without hit blocks" and the attach rule can fail.
+        if num_new_computed_tokens > 0 and mgr.num_kv_cache_groups:
+            _check_hit_blocks(mgr, request.request_id, blocks, num_new_computed_tokens)
+        if num_external_computed_tokens > 0:
+            _check_attach(mgr, request.request_id, True)
     elif isinstance(new_computed_blocks, KVCacheBlocks):
         blocks = new_computed_blocks.blocks
+        _check_hit_blocks(mgr, request.request_id, blocks, num_new_computed_tokens)
+        _check_attach(
+            mgr,
+            request.request_id,
+            blocks is not empty.blocks or num_external_computed_tokens > 0,
+        )
     else:
         raise TypeError(
             "new_computed_blocks must be KVCacheBlocks or None, "
             f"got {type(new_computed_blocks).__name__}"
         )
-    _check_hit_blocks(mgr, request.request_id, blocks, num_new_computed_tokens)
-    _check_attach(
-        mgr,
-        request.request_id,
-        blocks is not mgr.empty_kv_cache_blocks.blocks or num_external_computed_tokens > 0,
-    )
     if mgr.enable_caching and not delay_cache_blocks:
         num_computed = min(
             request.num_computed_tokens + num_new_computed_tokens + num_external_computed_tokens,
             mgr.max_model_len,
         )
-        _check_hashes_cover(mgr, request, min(num_computed + num_new_tokens, request.num_tokens))
+        num_tokens = min(num_computed + num_new_tokens, request.num_tokens)
+        # Every group's block size is a multiple of hash_block_size: enough hashes for
+        # num_tokens cover every group; only otherwise look closer (blocks cached already).
+        if num_tokens // mgr.hash_block_size > len(request.block_hashes):
+            check_hashes_cover(mgr, request, num_tokens)
     return blocks
