@@ -38,11 +38,10 @@ from kvlab.core.request import Request
 from kvlab.core.sched import Scheduler, SchedulerConfig, SchedulerOutput
 from kvlab.model.attention_metadata import AttentionMetadata
 from kvlab.model.engine_checks import (
-    blocks_for_max_model_len,
     check_positive_int,
     check_prompt_token_ids,
-    fit_max_model_len,
-    pool_too_small_message,
+    resolve_max_model_len,
+    stall_message,
 )
 from kvlab.model.llama import ATTENTION_BACKENDS, Model
 from kvlab.model.sampling import SamplingParams, sample
@@ -151,7 +150,9 @@ class LLM:
         self.tokenizer = model.tokenizer
         self.block_size = block_size
         self.kv_cache_config = self._kv_cache_config(num_gpu_blocks)
-        self.max_model_len = self._resolve_max_model_len(max_model_len, max_num_batched_tokens)
+        self.max_model_len = resolve_max_model_len(
+            [g.kv_cache_spec for g in self.kv_cache_config.kv_cache_groups], num_gpu_blocks,
+            max_model_len, model.config.max_position_embeddings, max_num_batched_tokens)
         self.kv_cache_manager = KVCacheManager(
             self.kv_cache_config, max_model_len=self.max_model_len, hash_block_size=block_size,
             max_num_batched_tokens=max_num_batched_tokens,
@@ -195,29 +196,6 @@ class LLM:
                     else SlidingWindowSpec(**common, sliding_window=window))
             groups.append(KVCacheGroupSpec([f"model.layers.{i}.self_attn" for i in layers], spec))
         return KVCacheConfig(num_blocks=num_gpu_blocks, kv_cache_tensors=[], kv_cache_groups=groups)
-
-    def _resolve_max_model_len(self, requested: int | None, max_num_batched_tokens: int) -> int:
-        """Check that the pool holds one max_model_len request; derive the length if not given.
-
-        Mirrors: vLLM's start-up check_enough_kv_cache_memory and its auto-fit of max_model_len
-        (estimate_max_model_len), counted in blocks.
-        """
-        specs = [g.kv_cache_spec for g in self.kv_cache_config.kv_cache_groups]
-        usable = self.kv_cache_config.num_blocks - 1
-        context = self.model.config.max_position_embeddings
-        if requested is not None and requested > context:
-            raise ValueError(f"max_model_len {requested} exceeds the model's context length "
-                             f"(max_position_embeddings {context}): allowed 1..{context}")
-        limit = requested if requested is not None else min(context, 4096)
-        fitting = fit_max_model_len(specs, usable, limit, max_num_batched_tokens)
-        if requested is None:
-            if fitting > 0:
-                return fitting
-            limit = 1  # not even one token fits: say what the smallest request needs
-        needed = blocks_for_max_model_len(specs, limit, max_num_batched_tokens)
-        if needed > usable:
-            raise ValueError(pool_too_small_message(needed, limit, usable + 1, fitting))
-        return limit
 
     @property
     def trace(self):
@@ -309,16 +287,12 @@ class LLM:
         return finished
 
     def _raise_stuck(self) -> None:
-        head = self.scheduler.waiting[0]
+        head, waiting = self.scheduler.waiting[0], len(self.scheduler.waiting)
         free = self.kv_cache_manager.block_pool.get_num_free_blocks()
-        rids = [r.request_id for r in self.scheduler.waiting]
-        self.abort(rids)
-        raise RuntimeError(
-            f"the scheduler scheduled nothing while {len(rids)} request(s) wait and none runs: "
-            f"{head.request_id!r} ({head.num_tokens} tokens, "
-            f"{-(-head.num_tokens // self.block_size)} blocks of {self.block_size}) cannot be "
-            f"admitted with {free} free blocks (max_num_batched_tokens "
-            f"{self.scheduler.max_num_scheduled_tokens}); aborted {rids}")
+        aborted = self.abort([r.request_id for r in self.scheduler.waiting])
+        raise RuntimeError(stall_message(head.request_id, head.num_tokens, self.block_size, free,
+                                         waiting, self.scheduler.max_num_scheduled_tokens,
+                                         aborted))
 
     def abort(self, request_ids: str | Sequence[str] | None = None) -> list[str]:
         """Abort unfinished requests: dequeue them, free their blocks and block-table rows.

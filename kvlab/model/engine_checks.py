@@ -32,6 +32,8 @@ __all__ = [
     "check_prompt_token_ids",
     "fit_max_model_len",
     "pool_too_small_message",
+    "resolve_max_model_len",
+    "stall_message",
 ]
 
 
@@ -99,6 +101,53 @@ def pool_too_small_message(needed: int, max_model_len: int, num_gpu_blocks: int,
     return (f"the KV cache cannot hold one request: it needs {needed} blocks for max_model_len "
             f"{max_model_len}, the pool has {usable} (num_gpu_blocks={num_gpu_blocks}, one is the "
             f"null block); {hint}")
+
+
+def resolve_max_model_len(specs: Sequence[KVCacheSpec], num_gpu_blocks: int,
+                          requested: int | None, context: int, max_num_batched_tokens: int) -> int:
+    """The engine's max_model_len: checked against the pool, or derived from it (tokens).
+
+    Mirrors: vLLM's start-up check_enough_kv_cache_memory and its auto-fit of max_model_len
+    (estimate_max_model_len), counted in blocks.
+
+    Args:
+        specs: One KVCacheSpec per KV-cache group.
+        num_gpu_blocks: Blocks in the pool, null block included (blocks).
+        requested: The user's max_model_len, or None to derive one.
+        context: The model's max_position_embeddings (tokens).
+        max_num_batched_tokens: Token budget of one step (tokens).
+
+    Returns:
+        ``requested`` if the pool holds one such request; without one, the longest length
+        the pool holds, at most ``min(context, 4096)``.
+
+    Raises:
+        ValueError: ``requested`` exceeds ``context``, or the pool cannot hold one request of
+            ``requested`` tokens (or, when deriving, of one token).
+    """
+    usable = num_gpu_blocks - 1
+    if requested is not None and requested > context:
+        raise ValueError(f"max_model_len {requested} exceeds the model's context length "
+                         f"(max_position_embeddings {context}): allowed 1..{context}")
+    limit = requested if requested is not None else min(context, 4096)
+    fitting = fit_max_model_len(specs, usable, limit, max_num_batched_tokens)
+    if requested is None:
+        if fitting > 0:
+            return fitting
+        limit = 1  # not even one token fits: say what the smallest request needs
+    needed = blocks_for_max_model_len(specs, limit, max_num_batched_tokens)
+    if needed > usable:
+        raise ValueError(pool_too_small_message(needed, limit, num_gpu_blocks, fitting))
+    return limit
+
+
+def stall_message(request_id: str, num_tokens: int, block_size: int, num_free_blocks: int,
+                  num_waiting: int, token_budget: int, aborted: list[str]) -> str:
+    """Why a step scheduled nothing while requests wait and none runs (the engine's guard)."""
+    return (f"the scheduler scheduled nothing while {num_waiting} request(s) wait and none runs: "
+            f"{request_id!r} ({num_tokens} tokens, {-(-num_tokens // block_size)} blocks of "
+            f"{block_size}) cannot be admitted with {num_free_blocks} free blocks "
+            f"(max_num_batched_tokens {token_budget}); aborted {aborted}")
 
 
 def check_prompt_token_ids(prompt: Any, vocab_size: int) -> list[int]:
