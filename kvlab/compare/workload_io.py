@@ -47,7 +47,7 @@ _UNIQUE_BASE = 1_000_000_000  # tokens no other request shares
 
 MAX_REQUEST_TOKENS = 1 << 20
 """Limit on one JSONL request's prompt plus max_tokens (tokens)."""
-MAX_WORKLOAD_TOKENS = 1 << 24
+MAX_WORKLOAD_TOKENS = 1 << 22
 """Default limit on all requests' prompt plus max_tokens together (tokens)."""
 MAX_ARRIVAL_STEP = 1 << 20
 """Limit on a JSONL request's arrival_step (steps)."""
