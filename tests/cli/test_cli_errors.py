@@ -239,3 +239,27 @@ def test_a_prompt_that_can_never_fit_exits_2() -> None:
     assert ("the prompt has 1451 tokens, more than max_model_len 1008 (allowed 1..1008"
             in " ".join(proc.stderr.split()))
     assert seconds < 60
+
+
+@pytest.mark.parametrize(("field", "value"), [("checkpoint_interval", -1),
+                                              ("checkpoint_interval", "abc"),
+                                              ("config", [1, 2]), ("requests", [1, 2, 3])])
+def test_damaged_trace_files_are_one_clean_error(saved_trace: Path, tmp_path: Path, field: str,
+                                                 value: object) -> None:
+    import json
+    import zipfile
+
+    bad = tmp_path / "bad.kvtrace"
+    with zipfile.ZipFile(saved_trace) as src, zipfile.ZipFile(bad, "w") as dst:
+        for name in src.namelist():
+            data = src.read(name)
+            if name == "header.json":
+                header = json.loads(data)
+                header[field] = value
+                data = json.dumps(header).encode()
+            dst.writestr(name, data)
+    for args in (["trace", "show", str(bad)], ["trace", "info", str(bad)],
+                 ["trace", "show", str(bad), "--request", "ghost"]):
+        out = CliRunner().invoke(main, args)
+        line = _clean(out)
+        assert out.exit_code == 1 and f"header field {field}" in line, out.output

@@ -207,7 +207,7 @@ def test_abort_frees_a_running_request(tiny: Model) -> None:
     _assert_idle(llm)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(num_gpu_blocks=st.integers(2, 12), block_size=st.sampled_from([1, 2, 4, 8]),
        lengths=st.lists(st.integers(1, 60), min_size=1, max_size=4),
        max_tokens=st.integers(1, 24), batch=st.integers(1, 40), seqs=st.integers(1, 3),
