@@ -155,7 +155,7 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
         try:
             (out,) = llm.generate([text], SamplingParams(max_tokens=max_tokens))
         except (ValueError, TypeError) as exc:
-            raise click.UsageError(f"PROMPT: {exc}") from exc
+            raise click.UsageError(f"PROMPT: {exc} (--blocks sets the pool)") from exc
         except RuntimeError as exc:
             raise click.ClickException(str(exc)) from exc
     print_generation(console, llm, out)
