@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import operator
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +40,7 @@ from kvlab.core.block_hash import (
     make_block_hash_with_group_id,
     maybe_convert_block_hash,
 )
+from kvlab.core import block_pool_checks as checks
 from kvlab.core.block_hash_to_block_map import BlockHashToBlockMap
 from kvlab.core.kv_cache_block import FreeKVCacheBlockQueue, KVCacheBlock
 from kvlab.core.kv_events import (
@@ -59,17 +59,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 __all__ = ["BlockHashToBlockMap", "BlockPool"]
-
-
-def _is_int(value: Any) -> bool:
-    """True for ints and int-likes (numpy integers), False for bool, float, str, None."""
-    if isinstance(value, bool):
-        return False
-    try:
-        operator.index(value)
-    except TypeError:
-        return False
-    return True
 
 
 class BlockPool:
@@ -163,37 +152,6 @@ class BlockPool:
             cached_blocks.append(block)
         return cached_blocks
 
-    def _check_cache_full_blocks(
-        self,
-        request: Request,
-        new_full_blocks: list[KVCacheBlock],
-        num_full_blocks: int,
-        block_size: int,
-        block_mask: list[bool] | None,
-    ) -> None:
-        if len(request.block_hashes) < num_full_blocks:
-            raise ValueError(
-                f"request {request.request_id} has {len(request.block_hashes)} block hashes, "
-                f"fewer than num_full_blocks={num_full_blocks}"
-            )
-        if block_mask is not None and len(block_mask) != len(new_full_blocks):
-            raise ValueError(
-                f"block_mask has {len(block_mask)} entries for "
-                f"{len(new_full_blocks)} new full blocks"
-            )
-        if block_size <= 0 or block_size % self.hash_block_size:
-            raise ValueError(
-                f"block_size {block_size} must be a positive multiple of hash_block_size "
-                f"{self.hash_block_size}"
-            )
-        for i, blk in enumerate(new_full_blocks):
-            if (
-                blk.block_hash is not None
-                and not blk.is_null
-                and (block_mask is None or block_mask[i])
-            ):
-                raise ValueError(f"block {blk.block_id} is already cached (block_hash set)")
-
     def cache_full_blocks(
         self,
         request: Request,
@@ -224,8 +182,8 @@ class BlockPool:
         if num_cached_blocks >= num_full_blocks:
             return
         new_full_blocks = blocks[num_cached_blocks:num_full_blocks]
-        self._check_cache_full_blocks(
-            request, new_full_blocks, num_full_blocks, block_size, block_mask
+        checks.check_cache_full_blocks(
+            request, new_full_blocks, num_full_blocks, block_size, self.hash_block_size, block_mask
         )
         block_hashes: BlockHashList = request.block_hashes
         if block_size != self.hash_block_size:  # a group whose blocks span several hashes
@@ -325,11 +283,8 @@ class BlockPool:
             ValueError: If num_blocks < 0 or more than the free blocks (nothing changed).
         """
         num_free = self.free_block_queue.num_free_blocks
-        if num_blocks.__class__ is not int and not _is_int(num_blocks):
-            raise TypeError(
-                f"num_blocks must be an int (blocks), 0 <= num_blocks <= {num_free}; "
-                f"got {type(num_blocks).__name__} {num_blocks!r}"
-            )
+        if num_blocks.__class__ is not int:
+            checks.check_num_blocks_type(num_blocks, num_free)
         if num_blocks > num_free or num_blocks < 0:
             raise ValueError(
                 f"Cannot get {num_blocks} free blocks from the pool: {num_free} free "
@@ -424,35 +379,17 @@ class BlockPool:
                 e.g. freed twice, or listed more times than it is held (nothing changed).
             TypeError: If ``ordered_blocks`` is not an iterable of KVCacheBlock (nothing changed).
         """
-        try:
-            blocks_list = list(ordered_blocks)
-        except TypeError:
-            raise TypeError(
-                "ordered_blocks must be an iterable of KVCacheBlock, got "
-                f"{type(ordered_blocks).__name__} {ordered_blocks!r}"
-            ) from None
+        blocks_list = checks.list_blocks(ordered_blocks)
         it = iter(blocks_list)
         try:
-            # NOTE: one compare per block on the hot path; on failure the blocks before the
-            # bad one (position k, from the iterator's remaining length) are restored.
+            # NOTE: one compare per block on the hot path; undo_free restores the blocks
+            # before a bad one (a double free, or an item that is not a block).
             for block in it:
                 if block.ref_cnt <= 0 and not block.is_null:
-                    raise ValueError(
-                        f"free_blocks: block {block.block_id} is already free (ref_cnt "
-                        f"{block.ref_cnt}); allowed: blocks with ref_cnt >= 1, each listed at "
-                        "most ref_cnt times (a double free?)"
-                    )
+                    raise checks.double_free_error(block)
                 block.ref_cnt -= 1
         except (ValueError, AttributeError) as exc:
-            k = len(blocks_list) - operator.length_hint(it) - 1
-            for block in blocks_list[:k]:
-                block.ref_cnt += 1
-            if isinstance(exc, ValueError):
-                raise
-            raise TypeError(
-                f"free_blocks: item {k} is {type(blocks_list[k]).__name__} "
-                f"{blocks_list[k]!r}; allowed: KVCacheBlock"
-            ) from None
+            checks.undo_free(blocks_list, it, exc)
         rec = self.recorder
         if rec is not None and blocks_list:
             rec.free_blocks([b.block_id for b in blocks_list])
@@ -478,22 +415,7 @@ class BlockPool:
             TypeError: If ``block_ids`` is not an iterable of ints (nothing changed).
             ValueError: If an id is not in [0, num_gpu_blocks) (nothing changed).
         """
-        if isinstance(block_ids, (str, bytes)) or not isinstance(block_ids, Iterable):
-            raise TypeError(
-                "block_ids must be an iterable of int block ids (a set in vLLM), got "
-                f"{type(block_ids).__name__} {block_ids!r}"
-            )
-        block_ids = list(block_ids)
-        for block_id in block_ids:
-            if not _is_int(block_id):
-                raise TypeError(
-                    f"block_ids must hold ints, got {type(block_id).__name__} {block_id!r}; "
-                    f"allowed: 0 <= block_id < {len(self.blocks)}"
-                )
-            if not 0 <= block_id < len(self.blocks):
-                raise ValueError(
-                    f"Invalid block_id {block_id}: allowed 0 <= block_id < {len(self.blocks)}"
-                )
+        block_ids = checks.check_evict_block_ids(block_ids, len(self.blocks))
         for block_id in block_ids:
             self._maybe_evict_cached_block(self.blocks[block_id])
 

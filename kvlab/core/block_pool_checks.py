@@ -1,0 +1,134 @@
+"""Input checks for BlockPool: reject bad caller input before anything changes.
+
+vLLM asserts (or silently corrupts the free queue / ref counts) on these inputs; kvlab raises a
+ValueError / TypeError naming what is allowed. The checks are O(1) per block and run at the
+boundary; the only one inside a hot loop (free_blocks: ``ref_cnt <= 0``) is one compare, and
+its error path (``undo_free``) restores what the loop already changed.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from kvlab.core.kv_cache_block import KVCacheBlock
+    from kvlab.core.request import Request
+
+__all__ = [
+    "check_cache_full_blocks",
+    "check_evict_block_ids",
+    "check_num_blocks_type",
+    "double_free_error",
+    "is_int",
+    "list_blocks",
+    "undo_free",
+]
+
+
+def is_int(value: Any) -> bool:
+    """True for ints and int-likes (numpy integers), False for bool, float, str, None."""
+    if isinstance(value, bool):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
+def check_num_blocks_type(num_blocks: Any, num_free: int) -> None:
+    """Raise TypeError unless ``num_blocks`` is an int (get_new_blocks)."""
+    if not is_int(num_blocks):
+        raise TypeError(
+            f"num_blocks must be an int (blocks), 0 <= num_blocks <= {num_free}; "
+            f"got {type(num_blocks).__name__} {num_blocks!r}"
+        )
+
+
+def check_cache_full_blocks(
+    request: Request,
+    new_full_blocks: list[KVCacheBlock],
+    num_full_blocks: int,
+    block_size: int,
+    hash_block_size: int,
+    block_mask: list[bool] | None,
+) -> None:
+    """The preconditions of BlockPool.cache_full_blocks (ValueError naming the first broken)."""
+    if len(request.block_hashes) < num_full_blocks:
+        raise ValueError(
+            f"request {request.request_id} has {len(request.block_hashes)} block hashes, "
+            f"fewer than num_full_blocks={num_full_blocks}"
+        )
+    if block_mask is not None and len(block_mask) != len(new_full_blocks):
+        raise ValueError(
+            f"block_mask has {len(block_mask)} entries for {len(new_full_blocks)} new full blocks"
+        )
+    if block_size <= 0 or block_size % hash_block_size:
+        raise ValueError(
+            f"block_size {block_size} must be a positive multiple of hash_block_size "
+            f"{hash_block_size}"
+        )
+    for i, blk in enumerate(new_full_blocks):
+        if blk.block_hash is not None and not blk.is_null and (block_mask is None or block_mask[i]):
+            raise ValueError(f"block {blk.block_id} is already cached (block_hash set)")
+
+
+def list_blocks(ordered_blocks: Any) -> list[KVCacheBlock]:
+    """``list(ordered_blocks)`` with a TypeError naming what is allowed (free_blocks)."""
+    try:
+        return list(ordered_blocks)
+    except TypeError:
+        raise TypeError(
+            "ordered_blocks must be an iterable of KVCacheBlock, got "
+            f"{type(ordered_blocks).__name__} {ordered_blocks!r}"
+        ) from None
+
+
+def double_free_error(block: KVCacheBlock) -> ValueError:
+    """The error of freeing a block whose ref_cnt is already 0."""
+    return ValueError(
+        f"free_blocks: block {block.block_id} is already free (ref_cnt {block.ref_cnt}); "
+        "allowed: blocks with ref_cnt >= 1, each listed at most ref_cnt times (a double free?)"
+    )
+
+
+def undo_free(blocks_list: list[KVCacheBlock], it: Iterator[Any], exc: Exception) -> NoReturn:
+    """Restore the ref_cnt of the blocks freed before the bad one, then raise.
+
+    Args:
+        blocks_list: The blocks free_blocks was given.
+        it: The iterator over ``blocks_list`` the loop stopped in (its remaining length
+            locates the bad block k: blocks_list[:k] were decremented).
+        exc: What stopped the loop: the ValueError of a double free (re-raised) or the
+            AttributeError of an item that is not a block (raised as TypeError).
+    """
+    k = len(blocks_list) - operator.length_hint(it) - 1
+    for block in blocks_list[:k]:
+        block.ref_cnt += 1
+    if isinstance(exc, ValueError):
+        raise exc
+    raise TypeError(
+        f"free_blocks: item {k} is {type(blocks_list[k]).__name__} {blocks_list[k]!r}; "
+        "allowed: KVCacheBlock"
+    ) from None
+
+
+def check_evict_block_ids(block_ids: Any, num_blocks: int) -> list[int]:
+    """The ids as a list, each an int in [0, num_blocks) (TypeError / ValueError otherwise)."""
+    if isinstance(block_ids, (str, bytes)) or not isinstance(block_ids, Iterable):
+        raise TypeError(
+            "block_ids must be an iterable of int block ids (a set in vLLM), got "
+            f"{type(block_ids).__name__} {block_ids!r}"
+        )
+    ids = list(block_ids)
+    for block_id in ids:
+        if not is_int(block_id):
+            raise TypeError(
+                f"block_ids must hold ints, got {type(block_id).__name__} {block_id!r}; "
+                f"allowed: 0 <= block_id < {num_blocks}"
+            )
+        if not 0 <= block_id < num_blocks:
+            raise ValueError(f"Invalid block_id {block_id}: allowed 0 <= block_id < {num_blocks}")
+    return ids
