@@ -93,6 +93,8 @@ def test_base_install_runs_the_kvlab_command(tmp_path) -> None:
     rec.trace().save(tmp_path / "t.kvtrace")
     info = run("trace", "info", "t.kvtrace")
     assert info.returncode == 0, info.stderr
+    compare = run("compare", "rag", "--pool-tokens", "1024")
+    assert compare.returncode == 0 and "nano-vllm" in compare.stdout, compare.stderr
     gen = run("generate", "hi")
     assert gen.returncode == 1 and "Traceback" not in gen.stderr
     assert ("Error: `kvlab generate` needs torch, which is not installed: "
