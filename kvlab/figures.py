@@ -12,7 +12,8 @@ free_queue_touch_free.svg   the LRU free queue before and after ``touch`` takes 
                             from its middle, and after ``free`` appends in reverse order (002)
 free_queue_graph.svg        the same queue as a doubly linked list from fake head to fake tail
 hash_chain_graph.svg        chained block hashes of three requests sharing a prefix (000, 001)
-qwen3_vl_sizing.svg         num_blocks from a memory budget, the Qwen3-VL worked example (000)
+qwen3_vl_sizing.svg         num_blocks from a memory budget: the notes' Qwen3-VL premise beside
+                            the real Qwen3-VL configs (000)
 slot_mapping_table.svg      the block table → slot_mapping worked table (002)
 hybrid_fixed_point.svg      a full + two sliding-window hit, iteration by iteration (000)
 ==========================  =====================================================================
@@ -139,30 +140,51 @@ def hybrid_trace() -> tuple[Trace, int]:
     return trace, end
 
 
+QWEN3_VL_TEXT_CONFIGS = {
+    "notes' example": (80, 8, 128),
+    "Qwen3-VL-30B-A3B": (48, 4, 128),
+    "Qwen3-VL-235B-A22B": (94, 4, 128),
+}
+"""(num_hidden_layers, num_key_value_heads, head_dim) of the language model. The first is the
+premise of a popular study note, not a released model; the others are the ``text_config`` of
+the Hugging Face ``config.json`` of Qwen/Qwen3-VL-30B-A3B-Instruct and -235B-A22B-Instruct."""
+
+
 def _sizing_table() -> Table:
     from kvlab.core.config import VllmConfig
     from kvlab.core.kv_cache_utils import get_num_blocks
 
-    spec = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, dtype="bfloat16")
-    layers, budget = 80, 80 * 0.7 * 1024**3
+    budget = 80 * 0.7 * 1024**3  # 56 GiB for the KV cache, the notes' budget, for all three
     cfg = VllmConfig(max_model_len=131072)
-    num_blocks = get_num_blocks(cfg, layers, budget, spec.page_size_bytes)
-    per_req = cfg.max_model_len // spec.block_size
-    table = Table(title="Qwen3-VL-235B: how many KV blocks fit (kvlab.core.get_num_blocks)",
+    table = Table(title="Qwen3-VL: KV blocks in a 56 GiB budget (kvlab.core.get_num_blocks); "
+                        "the study notes' premise (80 layers, 8 KV heads) beside the real configs",
                   title_justify="left", header_style="bold")
     table.add_column("quantity")
-    table.add_column("value", justify="right")
+    for name in QWEN3_VL_TEXT_CONFIGS:
+        table.add_column(name, justify="right")
     table.add_column("how", style="dim")
-    for row in [
-        ("page_size_bytes (one layer, one block)", f"{spec.page_size_bytes:,} B",
-         "2 (K,V) × 16 tokens × 8 heads × 128 × 2 B"),
-        ("one block across 80 layers", f"{spec.page_size_bytes * layers / 2**20:.0f} MiB", "× 80"),
-        ("KV-cache budget", f"{budget / 2**30:.0f} GiB", "70% of 80 GiB"),
-        ("num_blocks", f"{num_blocks:,}", "budget // page_size // 80"),
-        ("blocks per max-length request", f"{per_req:,}", "131072 tokens // 16"),
-        ("requests of max length at once", f"{num_blocks / per_req:.2f}", "num_blocks / 8192"),
-    ]:
-        table.add_row(*row)
+    cols = []
+    for layers, kv_heads, head_dim in QWEN3_VL_TEXT_CONFIGS.values():
+        spec = FullAttentionSpec(block_size=16, num_kv_heads=kv_heads, head_size=head_dim,
+                                 dtype="bfloat16")
+        num_blocks = get_num_blocks(cfg, layers, budget, spec.page_size_bytes)
+        per_req = cfg.max_model_len // spec.block_size
+        cols.append([
+            f"{layers} × {kv_heads} × {head_dim}",
+            f"{spec.page_size_bytes:,} B",
+            f"{spec.page_size_bytes // spec.block_size * layers / 1024:,.0f} KiB",
+            f"{num_blocks:,}",
+            f"{num_blocks / per_req:.2f}",
+        ])
+    labels = [
+        ("layers × KV heads × head_dim", "text_config"),
+        ("page_size_bytes (one layer, one block)", "2 (K,V) × 16 tokens × heads × head_dim × 2 B"),
+        ("KV cache per token, all layers", "page_size_bytes / 16 × layers"),
+        ("num_blocks", "56 GiB // page_size // layers (the notes quote ≈ 10,937)"),
+        ("max-length (131,072-token) requests at once", "num_blocks / 8192"),
+    ]
+    for i, (label, how) in enumerate(labels):
+        table.add_row(label, *(col[i] for col in cols), how)
     return table
 
 
