@@ -420,6 +420,10 @@ class LLM:
         """
         if isinstance(prompts, str):
             prompts = [prompts]
+        if not isinstance(prompts, Sequence) or isinstance(prompts, bytes):
+            raise TypeError(f"prompts must be a str or a list of prompts (str or token-id "
+                            f"lists), got {type(prompts).__name__}")
+        prompts = list(prompts)
         if params is None or isinstance(params, SamplingParams):
             params = [params] * len(prompts)
         if len(params) != len(prompts):

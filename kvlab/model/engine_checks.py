@@ -165,8 +165,10 @@ def check_prompt_token_ids(prompt: Any, vocab_size: int) -> list[int]:
         ValueError: An id outside ``0..vocab_size - 1``.
     """
     if prompt is None or isinstance(prompt, (bytes, dict, set)) or not hasattr(prompt, "__iter__"):
+        hint = (" (one token-id prompt goes in a list of its own: generate([[1, 2, 3]]))"
+                if isinstance(prompt, numbers.Integral) else "")
         raise TypeError(f"a prompt must be a str or a sequence of int token ids, got "
-                        f"{type(prompt).__name__}")
+                        f"{type(prompt).__name__}{hint}")
     ids = list(prompt)
     for i, t in enumerate(ids):
         if isinstance(t, bool) or not isinstance(t, numbers.Integral):

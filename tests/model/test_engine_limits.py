@@ -140,6 +140,18 @@ def test_bad_prompts_are_refused_and_change_nothing(tiny: Model, prompt, error, 
     assert len(out.output_token_ids) == 2
 
 
+def test_bad_prompt_lists_are_refused(tiny: Model) -> None:
+    llm = LLM(tiny, num_gpu_blocks=8, block_size=4)
+    with pytest.raises(TypeError, match="prompts must be a str or a list of prompts .* got NoneType"):
+        llm.generate(None)
+    with pytest.raises(TypeError, match=r"got int \(one token-id prompt goes in a list of its own"):
+        llm.generate([1, 2, 3])
+    with pytest.raises(ValueError, match="got 2 SamplingParams for 1 prompts"):
+        llm.generate([[1]], [SamplingParams(), SamplingParams()])
+    _assert_idle(llm)
+    assert llm.generate([]) == []
+
+
 def test_numpy_token_ids_and_a_prompt_of_exactly_max_model_len_are_accepted(tiny: Model) -> None:
     llm = LLM(tiny, num_gpu_blocks=8, block_size=4)
     (a, b) = llm.generate([np.array([4, 5, 6]), [7] * 28],
