@@ -28,7 +28,11 @@ Edit = Callable[[dict[str, Any], dict[str, np.ndarray]], None]
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Trace]:
-    """A trace recorded from mid-run (non-empty initial req_to_blocks and cached map)."""
+    return build_good(tmp_path_factory.mktemp("campaign"))
+
+
+def build_good(directory: Path) -> tuple[Path, Trace]:
+    """A trace recorded from mid-run (non-empty initial req_to_blocks and cached map), saved."""
     m, first, (_, live) = busy_manager(hybrid=True)
     first.detach()
     rec = Recorder(chunk_size=4).attach(m)
@@ -40,7 +44,7 @@ def good(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Trace]:
     m.free(live)
     rec.mark_step(3)
     m.evict_blocks(set(range(24)))
-    path = tmp_path_factory.mktemp("campaign") / "good.kvtrace"
+    path = directory / "good.kvtrace"
     trace = rec.trace()
     assert len(trace.initial_state.req_to_blocks[0]) and trace.initial_state.cached
     trace.save(path)
