@@ -257,7 +257,8 @@ class LLM:
             RuntimeError: The step scheduled nothing although requests wait and none runs (they
                 could never run: they are aborted and their blocks freed), or the model failed
                 (the step's requests are aborted and freed, so the engine stays usable; the
-                model's exception is chained).
+                model's exception is chained). A KeyboardInterrupt mid-step aborts the same
+                way and is re-raised as is.
         """
         t0 = time.perf_counter()
         out = self.scheduler.schedule()
@@ -271,10 +272,14 @@ class LLM:
             self._update_rows(out)
             if out.total_num_scheduled_tokens > 0:
                 sampled = self._execute(out)
-        except Exception as exc:
+        except BaseException as exc:
+            # NOTE: Ctrl+C (a notebook's "interrupt kernel") too: close the step so the
+            # scheduler is not left waiting for update_from_output, free, re-raise as is.
             rids = list(out.num_scheduled_tokens)
             self.scheduler.update_from_output(out, {})
             self.abort(rids)
+            if not isinstance(exc, Exception):
+                raise
             raise RuntimeError(f"step {out.step} failed ({type(exc).__name__}: {exc}); its "
                                f"requests {rids} were aborted and their blocks freed") from exc
         result = self.scheduler.update_from_output(out, sampled)

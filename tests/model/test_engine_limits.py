@@ -197,6 +197,23 @@ def test_a_failing_step_aborts_its_requests_and_frees_their_blocks(tiny: Model) 
     assert len(out.output_token_ids) == 4 and out.num_cached_tokens == 8   # cache survived
 
 
+def test_ctrl_c_mid_step_leaves_the_engine_usable(tiny: Model) -> None:
+    llm = LLM(tiny, num_gpu_blocks=16, block_size=4)
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    llm.model.forward = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            llm.generate([[3] * 9, [4] * 6], SamplingParams(max_tokens=4, ignore_eos=True))
+    finally:
+        del llm.model.forward
+    _assert_idle(llm)
+    (out,) = llm.generate([[3] * 9], SamplingParams(max_tokens=4, ignore_eos=True))
+    assert len(out.output_token_ids) == 4
+
+
 def test_a_step_that_schedules_nothing_while_requests_wait_is_an_error(tiny: Model) -> None:
     """The start-up and admission checks make this unreachable; the guard still stands: a prompt
     slipped past them (max_model_len forced up) must end in an error, not a spin."""
