@@ -1,0 +1,123 @@
+"""Notebook 3's exercises (the LRU free queue)."""
+
+from __future__ import annotations
+
+import os
+
+from kvlab.core import (
+    BlockPool,
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheManager,
+    Request,
+    SamplingParams,
+    get_request_block_hasher,
+    init_none_hash,
+    sha256,
+)
+from kvlab.course.check import Exercise, register
+
+
+def _setup():
+    """Notebook 3's manager, recorder and admit(), with x and a admitted, a and x freed, b admitted."""
+    from kvlab.trace import Recorder
+
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    init_none_hash(sha256)
+    spec = FullAttentionSpec(block_size=4, num_kv_heads=1, head_size=1, dtype="float32")
+    manager = KVCacheManager(KVCacheConfig(15, [], [KVCacheGroupSpec(["layer0"], spec)]),
+                             max_model_len=128, hash_block_size=4)  # fmt: skip
+    recorder = Recorder().attach(manager)
+    hasher = get_request_block_hasher(4, sha256)
+
+    def admit(request_id, prompt):
+        req = Request(request_id, prompt, SamplingParams(max_tokens=8), None, block_hasher=hasher)
+        hit_blocks, num_hit = manager.get_computed_blocks(req)
+        manager.allocate_slots(req, req.num_tokens - num_hit, num_hit, hit_blocks)
+        req.num_computed_tokens = req.num_tokens
+        return req, num_hit
+
+    x, _ = admit("x", list(range(1000, 1036)))
+    a, _ = admit("a", list(range(20)))
+    manager.free(a)
+    manager.free(x)
+    b, _ = admit("b", list(range(12)) + [500, 501, 502, 503, 504])
+    return manager, recorder, admit, b
+
+
+def hit_of_c() -> int:
+    """Tokens hit by c = a's 20 tokens, admitted after b (tokens)."""
+    return _setup()[2]("c", list(range(20)))[1]
+
+
+def free_b() -> tuple[list[int], list[int]]:
+    """(order in which b's blocks join the queue, those of them that keep a block_hash)."""
+    manager, _, _, b = _setup()
+    before = {blk.block_id for blk in manager.block_pool.free_block_queue.get_all_free_blocks()}
+    manager.free(b)
+    queue = [blk.block_id for blk in manager.block_pool.free_block_queue.get_all_free_blocks()]
+    joined = [i for i in queue if i not in before]
+    return joined, [i for i in joined if manager.block_pool.blocks[i].block_hash is not None]
+
+
+def first_three_reused() -> tuple[list[int], list[int]]:
+    """Blocks a fresh 3-block request takes after free(a), free(x): vLLM's reversed order, and
+    what a forward order would give."""
+    taken = []
+    for reverse in (True, False):
+        pool = BlockPool(num_gpu_blocks=15, enable_caching=True, hash_block_size=4)
+        x_blocks, a_blocks = pool.get_new_blocks(9), pool.get_new_blocks(5)
+        for blocks in (a_blocks, x_blocks):
+            pool.free_blocks(reversed(blocks) if reverse else blocks)
+        taken.append([blk.block_id for blk in pool.get_new_blocks(3)])
+    return taken[0], taken[1]
+
+
+def call_that_removes_block_12() -> str:
+    """Name of the call in which block 12 leaves the free queue (REMOVE event)."""
+    from kvlab.trace import EventKind
+
+    trace = _setup()[1].trace()
+    for i in trace.filter(EventKind.REMOVE):
+        if trace[int(i)].fields["block_id"] == 12:
+            return trace.call(int(i)).name
+    return ""
+
+
+register(Exercise(
+    id="03.1",
+    question="Admit a request c with all of a's 20 tokens after b: how many tokens does it hit?",
+    solve=hit_of_c,
+    hint="b's allocate_slots evicted two of a's cached blocks (lazy eviction), and the "
+    "num_tokens - 1 cap would stop at 16 anyway.",
+    explain="Blocks 10-12 are still cached (b holds them); a's 4th block was evicted for b.",
+    mistakes=((20, "the last token is always recomputed: at most num_tokens - 1."),
+              (16, "a's 4th block (tokens 12-15) was evicted when b popped block 14.")),
+))  # fmt: skip
+register(Exercise(
+    id="03.2",
+    question="Free b: in which order do its blocks join the queue, and which of them keep a "
+    "block_hash? Answer (order, hashed).",
+    solve=free_b,
+    hint="free() passes a request's blocks reversed (tail first); only full blocks were cached.",
+    explain="b's last, partial block joins first; its full blocks keep their hashes.",
+    mistakes=((([10, 11, 12, 14, 13], [10, 11, 12, 14]), "free appends a request's blocks reversed."),),
+))  # fmt: skip
+register(Exercise(
+    id="03.3",
+    question="After free(a) and free(x), a request sharing nothing takes 3 new blocks. Which "
+    "blocks, with vLLM's reversed order; and with a forward order? Answer (reversed, forward).",
+    solve=first_three_reused,
+    hint="popleft_n takes from the head; free_blocks appends in the order it is given.",
+    explain="Reversed order sacrifices a's tail and keeps its head (the shareable prefix) longest.",
+    mistakes=((([10, 11, 12], [14, 13, 12]), "you swapped them: vLLM frees tail first."),),
+))  # fmt: skip
+register(Exercise(
+    id="03.4",
+    question="In which call does block 12 leave the free queue (the REMOVE event)?",
+    solve=call_that_removes_block_12,
+    hint="trace.call(i).name for the REMOVE event of block 12; the lookup only reads the cache.",
+    explain="allocate_slots touches the hit blocks; get_computed_blocks never changes the pool.",
+    mistakes=(("get_computed_blocks", "the lookup touches nothing; the touch comes later."),),
+))  # fmt: skip
