@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kvlab.trace.events import KIND_SCHEMA, EventKind
+from kvlab.trace.events import KIND_SCHEMA, WIDE, EventKind, unpack_wide
 from kvlab.trace.tables import GROUP_BITS
 
 __all__ = [
@@ -239,6 +239,28 @@ def _check_payload(cols: Any, kind: np.ndarray, off: np.ndarray, num_blocks: int
         raise bad(f"BLOCK_STORED hash indexes: allowed [0, {nh})")
     if not _in(payload[pos_kind == K.REQ_BLOCKS_NULLED], 0, 2**31):
         raise bad("REQ_BLOCKS_NULLED indices: allowed >= 0")
+    # NOTE: the two variable layouts are checked row by row (rare rows: hybrid fixed-point
+    # turns, and calls holding values beyond int32).
+    for i in np.flatnonzero(kind == K.FIXED_POINT_ITERATED).tolist():
+        if not _fixed_point_ok(payload[off[i] : off[i + 1]].tolist()):
+            raise bad(f"event {i}: FIXED_POINT_ITERATED payload: allowed hit_length_out, flags, "
+                      "n group ids, then n block counts and the block ids they count")  # fmt: skip
+    calls = np.flatnonzero(np.isin(kind, [K.CALL_BEGIN, K.CALL_END]) & (cols.a == WIDE))
+    for i in calls.tolist():
+        try:
+            unpack_wide(payload[off[i] : off[i + 1]].tolist())
+        except ValueError as exc:
+            raise bad(f"event {i}: WIDE call payload: allowed pack_wide's limbs ({exc})") from None
+
+
+def _fixed_point_ok(values: list[int]) -> bool:
+    if len(values) < 2 or values[1] < 0:
+        return False
+    n = values[1] >> 1
+    if n == 0:
+        return True
+    counts = values[2 + n : 2 + 2 * n]
+    return len(counts) == n and min(counts) >= 0 and len(values) == 2 + 2 * n + sum(counts)
 
 
 def check_initial_state(arrays: dict[str, np.ndarray], header: dict[str, Any], path: Any) -> None:

@@ -40,6 +40,7 @@ def build_good(directory: Path) -> tuple[Path, Trace]:
     new = make_request("new", list(range(8)) + [5] * 5)
     blocks, hit = m.get_computed_blocks(new)
     assert m.allocate_slots(new, new.num_tokens - hit, hit, blocks) is not None
+    assert m.allocate_slots(new, 10**12) is None  # recorded as a WIDE call row
     rec.mark_step(2)
     m.free(live)
     rec.mark_step(3)
@@ -60,7 +61,7 @@ def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
 
 def _write(path: Path, header: dict[str, Any] | bytes, arrays: dict[str, np.ndarray],
            fix_shapes: bool = True) -> None:  # fmt: skip
-    if isinstance(header, dict) and fix_shapes:
+    if isinstance(header, dict) and isinstance(header.get("arrays"), dict) and fix_shapes:
         for name, arr in arrays.items():
             spec = header["arrays"].get(name)
             if isinstance(spec, dict) and isinstance(spec.get("shape"), list):
