@@ -91,8 +91,10 @@ class FreeKVCacheBlockQueue:
     """The free blocks in eviction order: O(1) popleft, append and remove-from-the-middle.
 
     Mirrors: vllm/v1/core/kv_cache_utils.py::FreeKVCacheBlockQueue. Differs: bad caller input
-    to popleft_n (n < 0 or n > num_free_blocks) raises ValueError before any change (vLLM
-    asserts); every operation reports to ``recorder`` when one is set.
+    raises before any change, where vLLM asserts or corrupts the list: popleft_n with n < 0,
+    n > num_free_blocks or a non-int; append / append_n of a block already queued (or listed
+    twice), found in O(1) per block from its prev link. Every operation reports to
+    ``recorder`` when one is set.
 
     The queue starts in block_id order. BlockPool.free_blocks appends a request's blocks tail
     first, so the least recently used block, and within one request the block with the most
