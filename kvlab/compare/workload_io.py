@@ -145,7 +145,7 @@ def _request_from_obj(obj: Any, index: int, tokenize: Any, budget: int) -> Workl
                          f"over the limit of MAX_REQUEST_TOKENS={MAX_REQUEST_TOKENS}")  # fmt: skip
     if size > budget:
         raise ValueError(f"the workload exceeds max_total_tokens (prompt + max_tokens over all "
-                         f"requests); this request needs {size}, {max(budget, 0)} left")  # fmt: skip
+                         f"requests); this one needs {size}, {max(budget, 0)} left")  # fmt: skip
     outputs = obj.get("output_token_ids")
     if outputs is not None:
         outputs = _token_list(outputs, "output_token_ids")

@@ -103,7 +103,9 @@ def parse_npy(raw: bytes, path: Any, name: str, want: np.dtype, shape: list[int]
         )
         got_shape, fortran, dtype = read_header(fp)
     except (ValueError, TypeError, SyntaxError, EOFError) as exc:
-        raise TraceFormatError(f"{path}: damaged trace: entry {name}.npy unreadable ({exc})") from exc
+        raise TraceFormatError(
+            f"{path}: damaged trace: entry {name}.npy unreadable ({exc})"
+        ) from exc
     if dtype != want:
         raise TraceFormatError(f"{path}: damaged trace: {name} has dtype {dtype}, expected {want}")
     if list(got_shape) != shape:
@@ -150,7 +152,7 @@ def check_header(header: dict[str, Any], path: Any, expected: dict[str, np.dtype
         raise bad("call_names", "a non-empty list of distinct non-empty call names (str)", names)
     interval = header.get("checkpoint_interval", 4096)
     if not _int(interval) or interval < 1:
-        raise bad("checkpoint_interval", "an int >= 1 (events between replay checkpoints)", interval)
+        raise bad("checkpoint_interval", "an int >= 1 (events between checkpoints)", interval)
     requests = header["requests"]
     if not all(isinstance(r, str) for r in requests) or len(set(requests)) != len(requests):
         raise bad("requests", "a list of distinct request ids (str)", requests)

@@ -70,8 +70,10 @@ class Recorder:
         chunk_size: int = 8192,
         checkpoint_interval: int = 4096,
     ) -> None:
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1 (events), got {chunk_size}")
+        sizes = (("chunk_size", chunk_size), ("checkpoint_interval", checkpoint_interval))
+        for name, value in sizes:
+            if isinstance(value, bool) or not _is_int(value) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1 (events), got {value!r}")
         self._buf: list[tuple] = []
         self._push = self._buf.append
         self._side: list[Any] = []

@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.trace.events import CALL_SPECS, VERBATIM, WIDE, EventKind, unpack_fixed_point, unpack_wide
+from kvlab.trace.events import (
+    CALL_SPECS,
+    VERBATIM,
+    WIDE,
+    EventKind,
+    unpack_fixed_point,
+    unpack_wide,
+)
 from kvlab.trace.tables import FrozenTables
 
 __all__ = ["Call", "Event", "decode_fields", "short_hash"]

@@ -55,7 +55,8 @@ def build_good(directory: Path) -> tuple[Path, Trace]:
 def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     with zipfile.ZipFile(path) as zf:
         header = json.loads(zf.read("header.json"))
-        arrays = {n[:-4]: np.load(io.BytesIO(zf.read(n))) for n in zf.namelist() if n != "header.json"}
+        names = [n for n in zf.namelist() if n != "header.json"]
+        arrays = {n[:-4]: np.load(io.BytesIO(zf.read(n))) for n in names}
     return header, arrays
 
 
@@ -141,14 +142,16 @@ FILE_ROWS: list[tuple[str, Edit, str]] = [
      r"initial_state.num_groups: allowed an int in \[0, 1024\]"),
     ("null_block_id out of range", _header(initial_state__null_block_id=10**6),
      r"null_block_id: allowed null or an int in \[0, 24\)"),
-    ("initial_state as a list", _header(initial_state=[1]), r"'initial_state' missing or not a dict"),
+    ("initial_state as a list", _header(initial_state=[1]),
+     r"'initial_state' missing or not a dict"),
     ("arrays spec shape 'abc'", lambda h, a: h["arrays"]["kind"].update(shape="abc"),
      r"arrays.kind: allowed \{'dtype': str, 'shape': \[ints >= 0\]\}"),
     ("format_version 'one'", _header(format_version="one"), r"format_version 'one' is not an int"),
     # ---- event columns
     ("decreasing step_seq", lambda h, a: a.update(step_seq=a["step_seq"][[0, 2, 1]]),
      r"step_seq: allowed strictly increasing from 0"),
-    ("step_seq not from 0", _set("step_seq", 0, 5), r"step_seq: allowed strictly increasing from 0"),
+    ("step_seq not from 0", _set("step_seq", 0, 5),
+     r"step_seq: allowed strictly increasing from 0"),
     ("step_seq beyond the events", _set("step_seq", -1, 10**6),
      r"step_seq: allowed strictly increasing from 0 to <= \d+"),
     ("unknown event kind", _set("kind", 3, 99), r"kind: allowed 0..18 \(EventKind\)"),
@@ -160,8 +163,9 @@ FILE_ROWS: list[tuple[str, Edit, str]] = [
      r"column a \(block_id\): allowed \[0, 24\)"),
     ("hash index out of range", _set("b", lambda a: _first(a, [K.BLOCK_REMOVED]), 10**6),
      r"column b \(hash index\): allowed \[0, \d+\)"),
-    ("stored hash index -1", _set("payload", lambda a: int(a["offsets"][
-        _first(a, [K.BLOCK_STORED]) + 1]) - 1, -1), r"BLOCK_STORED hash indexes: allowed \[0, \d+\)"),
+    ("stored hash index -1",
+     _set("payload", lambda a: int(a["offsets"][_first(a, [K.BLOCK_STORED]) + 1]) - 1, -1),
+     r"BLOCK_STORED hash indexes: allowed \[0, \d+\)"),
     ("group 5 of 2", _set("group", lambda a: _first(a, [K.REQ_BLOCKS_ADDED]), 5),
      r"column group: allowed \[0, 2\)"),
     ("request 99 of 3", _set("request", lambda a: _first(a, [K.REQ_FREED]), 99),
@@ -217,7 +221,8 @@ def _deep_header(src: Path, dst: Path) -> None:
 
 def _deep_config(src: Path, dst: Path) -> None:
     header, arrays = _read(src)
-    raw = json.dumps(header).replace('"config": {', '"config": {"x": ' + "[" * 100_000 + "]" * 100_000 + ", ", 1)
+    deep = "[" * 100_000 + "]" * 100_000
+    raw = json.dumps(header).replace('"config": {', '"config": {"x": ' + deep + ", ", 1)
     _write(dst, raw.encode(), arrays, fix_shapes=False)
 
 

@@ -217,7 +217,8 @@ def test_jsonl_a_line_over_the_limit_is_not_read_whole(tmp_path) -> None:
     path.write_text('{"prompt_token_ids": [' + "1, " * 4 * MiB + "1]}\n")  # 12 MiB line
     got = _measure(
         f"from_jsonl({str(path)!r})",
-        "import kvlab.compare.workload_io as w\nw.MAX_LINE_CHARS = 1 << 20\nfrom_jsonl = w.from_jsonl",
+        "import kvlab.compare.workload_io as w\n"
+        "w.MAX_LINE_CHARS = 1 << 20\nfrom_jsonl = w.from_jsonl",
     )
     assert got["error"] == "ValueError" and "over the limit of MAX_LINE_CHARS=1048576" in (
         got["message"])  # fmt: skip
