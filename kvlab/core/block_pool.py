@@ -347,15 +347,23 @@ class BlockPool:
 
         Args:
             blocks: The hit blocks.
+
+        Raises:
+            TypeError: If ``blocks`` is not a sequence of KVCacheBlock (nothing changed).
         """
         queue = self.free_block_queue
         metrics_collector = self.metrics_collector
         # NOTE: two passes where vLLM has one: every REMOVE happens before the one TOUCH event
         # that counts the blocks, so a recorded trace matches the live state at every event.
         # Same outcome: a block leaves the queue iff it was free (ref_cnt 0, not null); a block
-        # listed twice is removed once (prev_free_block is None once it left the queue).
-        for block in blocks:
-            if block.ref_cnt == 0 and not block.is_null and block.prev_free_block is not None:
+        # listed twice is removed once (prev_free_block is None once it left the queue). The
+        # free ones are listed first, so an item that is not a block fails before any change.
+        try:
+            free = [b for b in blocks if b.ref_cnt == 0 and not b.is_null]
+        except (TypeError, AttributeError):
+            raise checks.blocks_type_error("touch", "blocks", blocks) from None
+        for block in free:
+            if block.prev_free_block is not None:
                 queue.remove(block)
         for block in blocks:
             block.ref_cnt += 1

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from kvlab.core.request import Request
 
 __all__ = [
+    "blocks_type_error",
     "check_cache_full_blocks",
     "check_evict_block_ids",
     "check_num_blocks_type",
@@ -75,15 +76,25 @@ def check_cache_full_blocks(
             raise ValueError(f"block {blk.block_id} is already cached (block_hash set)")
 
 
+def blocks_type_error(method: str, arg: str, value: Any) -> TypeError:
+    """The error of a ``blocks`` argument that is not an iterable of KVCacheBlock."""
+    items = list(value) if isinstance(value, (list, tuple)) else None
+    bad = "" if items is None else next(
+        (f" (item {i} is {type(x).__name__} {x!r:.60})" for i, x in enumerate(items)
+         if not hasattr(x, "ref_cnt")), "",
+    )  # fmt: skip
+    return TypeError(
+        f"{method}: {arg} must be an iterable of KVCacheBlock, got "
+        f"{type(value).__name__}{bad}"
+    )
+
+
 def list_blocks(ordered_blocks: Any) -> list[KVCacheBlock]:
     """``list(ordered_blocks)`` with a TypeError naming what is allowed (free_blocks)."""
     try:
         return list(ordered_blocks)
     except TypeError:
-        raise TypeError(
-            "ordered_blocks must be an iterable of KVCacheBlock, got "
-            f"{type(ordered_blocks).__name__} {ordered_blocks!r}"
-        ) from None
+        raise blocks_type_error("free_blocks", "ordered_blocks", ordered_blocks) from None
 
 
 def double_free_error(block: KVCacheBlock) -> ValueError:

@@ -71,6 +71,13 @@ ROWS: list[Row] = [
      r"allowed: KVCacheBlock"),
     ("pool.free_blocks/held then str", lambda c: c.pool.free_blocks([c.held, "x"]), TypeError,
      r"item 1 .*allowed: KVCacheBlock"),
+    # ---- BlockPool.touch
+    ("pool.touch/None", lambda c: c.pool.touch(None), TypeError,
+     r"touch: blocks must be an iterable of KVCacheBlock, got NoneType"),
+    ("pool.touch/int", lambda c: c.pool.touch(3), TypeError,
+     r"blocks must be an iterable of KVCacheBlock"),
+    ("pool.touch/free block then id", lambda c: c.pool.touch([c.cached_free, 5]), TypeError,
+     r"iterable of KVCacheBlock, got list \(item 1 is int 5\)"),
     # ---- BlockPool.evict_blocks
     ("pool.evict_blocks/None", lambda c: c.pool.evict_blocks(None), TypeError,
      r"iterable of int block ids"),
