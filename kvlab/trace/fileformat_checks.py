@@ -49,7 +49,8 @@ _BLOCK_A = [K.POPLEFT, K.REMOVE, K.APPEND, K.BLOCK_REMOVED]
 _BLOCK_PAYLOAD = [K.POPLEFT_N, K.APPEND_N, K.GET_NEW_BLOCKS, K.TOUCH, K.FREE_BLOCKS,
                   K.REQ_BLOCKS_ADDED]  # fmt: skip
 _GROUP_KINDS = [k for k, s in KIND_SCHEMA.items() if s.uses_group and s.mutates]
-_REQUEST_KINDS = [k for k, s in KIND_SCHEMA.items() if s.uses_request and s.mutates]
+# NOTE: BLOCK_STORED may have no request (-1: a KV-event stream names none); REQ_* need one.
+_REQUEST_KINDS = [K.REQ_BLOCKS_ADDED, K.REQ_BLOCKS_NULLED, K.REQ_FREED]
 
 
 class TraceFormatError(ValueError):

@@ -313,3 +313,43 @@ def test_trace_api_refuses_bad_arguments(good, call, error, allowed) -> None:
         call(trace)
     after = [trace.state_at(i) for i in (-1, len(trace) // 2, len(trace) - 1)]
     assert after == before
+
+
+def _kv_event_trace() -> Trace:
+    from kvlab.compare.kv_event_stream import KVEventTraceBuilder
+    from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
+
+    b = KVEventTraceBuilder(num_blocks=16, num_groups=2)
+    b.add_batch(KVEventBatch(0.0, [BlockStored([7, 8], None, [], 16, None, "GPU", None)]))
+    b.add_batch(KVEventBatch(1.0, [BlockRemoved([7], "GPU")]))
+    b.add_batch(KVEventBatch(2.0, [BlockStored([9, 10], 8, [], 16, None, "GPU", None),
+                                   AllBlocksCleared()]))  # fmt: skip
+    b.add_batch(KVEventBatch(3.0, [BlockStored([19], None, [], 16, None, "GPU", None,
+                                               group_idx=1)]))  # fmt: skip
+    return b.trace()
+
+
+def _nano_trace() -> Trace:
+    from kvlab.compare.cli import WORKLOADS
+    from kvlab.compare.driver import run_workload
+
+    return run_workload(WORKLOADS["multi-turn"](seed=0), "nano-vllm", pool_tokens=256,
+                        block_size=16, record=True).trace  # fmt: skip
+
+
+def _empty_trace() -> Trace:
+    from kvlab.trace import KVState
+
+    return Recorder(initial_state=KVState.fresh(4)).trace()
+
+
+@pytest.mark.parametrize("make", [_kv_event_trace, _nano_trace, _empty_trace],
+                         ids=["kv-event stream (no request)", "nano-vllm", "empty"])  # fmt: skip
+def test_every_kvlab_producer_still_loads(make, good, tmp_path) -> None:
+    """The checks refuse damage, never a trace kvlab itself writes."""
+    trace = make()
+    trace.save(tmp_path / "t.kvtrace")
+    loaded = load_trace(tmp_path / "t.kvtrace")
+    assert loaded.final_state() == trace.final_state() and len(loaded) == len(trace)
+    _, hybrid = good  # hybrid, mid-run start, WIDE call row
+    assert load_trace(good[0]).final_state() == hybrid.final_state()
