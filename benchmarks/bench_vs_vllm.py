@@ -15,14 +15,15 @@ freed when they finish; prefix-cache hits, evictions and preemptions all happen.
 ``full`` (one full-attention group) and ``hybrid`` (full attention + sliding window of 1,024
 tokens, same block size). Recording is off for the kvlab/vLLM comparison.
 
-Both implementations run the identical loop, A/B interleaved (the order alternates per repeat),
-with garbage collection off during a run. Every manager call is timed with
+Both implementations run the identical loop in one process, interleaved step by step (one
+scheduler step of A, one of B; the side that goes first alternates), so load from other work on
+a shared machine hits both alike; garbage collection is off during a run. Every manager call is timed with
 ``time.perf_counter_ns`` (the timer's own cost, calibrated, is subtracted) and filed under its
 kind: get_computed_blocks, allocate_slots admission (a waiting request), allocate_slots prefill
 chunk (a running request still in its prompt), allocate_slots decode, free (finish or
 preempt), new_step_starts; Request() (prompt block hashing) and append_output_token_ids are
 timed too. Per kind the ratio is median over repeats of (kvlab time / vLLM time); "manager
-total" sums the manager calls, "loop wall" is the whole loop (scheduler code included).
+total" sums the manager calls, "loop wall" is every scheduler step (the benchmark's scheduler code included).
 Both sides must make the same decisions: the runs' digests (allocation outcomes, hit lengths,
 block ids handed out, preemptions, final free-queue order) are compared and must be equal.
 
@@ -194,7 +195,7 @@ class MiniScheduler:
         self.running: list = []
         self.t = dict.fromkeys(KINDS + REQUEST_KINDS, 0)
         self.n = dict.fromkeys(KINDS + REQUEST_KINDS, 0)
-        self.preemptions = self.steps = self.finished = 0
+        self.preemptions = self.steps = self.finished = self.wall = 0
         self.digest = hashlib.blake2b(digest_size=16)
         self._next_id = 0
 
@@ -218,11 +219,17 @@ class MiniScheduler:
         self.n["Request() (prompt hashing)"] += 1
         self.waiting.append((req, conv))
 
-    def run(self) -> None:
-        while self.convs or self.waiting or self.running:
-            while self.convs and len(self.waiting) < self.max_waiting:
-                self._submit(self.convs.popleft())
-            self.step()
+    @property
+    def done(self) -> bool:
+        return not (self.convs or self.waiting or self.running)
+
+    def advance(self) -> None:
+        """Queue new conversations, then run one scheduler step; adds its time to ``wall``."""
+        t0 = time.perf_counter_ns()
+        while self.convs and len(self.waiting) < self.max_waiting:
+            self._submit(self.convs.popleft())
+        self.step()
+        self.wall += time.perf_counter_ns() - t0
 
     def step(self) -> None:
         pc, t, n, m = time.perf_counter_ns, self.t, self.n, self.m
@@ -338,31 +345,46 @@ def timer_overhead_ns() -> float:
     return best - 15.0  # the loop's own cost, roughly
 
 
-def run_once(impl, config, args, seed, recorder_factory=None, events=False) -> dict:
-    manager = make_manager(impl, config, args.blocks, events)
-    rec = recorder_factory(manager) if recorder_factory else None
-    sched = MiniScheduler(impl, manager, make_conversations(seed, args.requests))
+def run_lockstep(sides: list[tuple], config: str, args, events: bool = False) -> list[dict]:
+    """Run the workload once per side, the sides advanced step by step in turn.
+
+    ``sides`` holds ``(impl, recorder_factory or None)``. Interleaving per scheduler step (the
+    side that goes first alternates) exposes both sides to the same load on a shared machine.
+    """
+    scheds, keep = [], []
+    for impl, recorder_factory in sides:
+        manager = make_manager(impl, config, args.blocks, events)
+        keep.append(recorder_factory(manager) if recorder_factory else None)
+        scheds.append(MiniScheduler(impl, manager, make_conversations(args.seed, args.requests)))
     gc.collect()
     gc.disable()
-    t0 = time.perf_counter_ns()
     try:
-        sched.run()
+        step = 0
+        while not all(s.done for s in scheds):
+            order = scheds if step % 2 == 0 else scheds[::-1]
+            for sched in order:
+                if not sched.done:
+                    sched.advance()
+            step += 1
     finally:
-        wall = time.perf_counter_ns() - t0
         gc.enable()
-    del rec
-    return {
-        "t": sched.t,
-        "n": sched.n,
-        "wall": wall,
-        "digest": sched.final_digest(),
-        "preemptions": sched.preemptions,
-        "steps": sched.steps,
-        "finished": sched.finished,
-        "evictions": sum(
-            len(e.block_hashes) for e in manager.take_events() if type(e).__name__ == "BlockRemoved"
-        ),
-    }
+    return [
+        {
+            "t": sched.t,
+            "n": sched.n,
+            "wall": sched.wall,
+            "digest": sched.final_digest(),
+            "preemptions": sched.preemptions,
+            "steps": sched.steps,
+            "finished": sched.finished,
+            "evictions": sum(
+                len(e.block_hashes)
+                for e in sched.m.take_events()
+                if type(e).__name__ == "BlockRemoved"
+            ),
+        }
+        for sched in scheds
+    ]
 
 
 def corrected(run: dict, kind: str, overhead: float) -> float:
@@ -372,11 +394,9 @@ def corrected(run: dict, kind: str, overhead: float) -> float:
 def compare(vllm, kvlab, config, args, overhead) -> dict:
     runs = {"vLLM": [], "kvlab": []}
     for rep in range(args.repeat):
-        order = (("vLLM", vllm), ("kvlab", kvlab))
-        if rep % 2:
-            order = order[::-1]
-        for name, impl in order:
-            runs[name].append(run_once(impl, config, args, args.seed))
+        v, k = run_lockstep([(vllm, None), (kvlab, None)], config, args)
+        runs["vLLM"].append(v)
+        runs["kvlab"].append(k)
         print(f"  {config}: repeat {rep + 1}/{args.repeat} done", file=sys.stderr, flush=True)
     digests = {r["digest"] for rs in runs.values() for r in rs}
     if len(digests) != 1:
@@ -416,8 +436,8 @@ def compare(vllm, kvlab, config, args, overhead) -> dict:
     )
     first = runs["vLLM"][0]
     # One more run each with KV events on, to count evictions (cached blocks reused).
-    evictions = {run_once(impl, config, args, args.seed, events=True)["evictions"]
-                 for impl in (vllm, kvlab)}  # fmt: skip
+    evictions = {r["evictions"]
+                 for r in run_lockstep([(vllm, None), (kvlab, None)], config, args, True)}  # fmt: skip
     if len(evictions) != 1:
         raise SystemExit(f"{config}: kvlab and vLLM evicted different numbers of blocks")
     return {
@@ -434,13 +454,14 @@ def recording(kvlab, config, args) -> tuple[float, float, float]:
     from kvlab.trace import Recorder
 
     off, on = [], []
-    for rep in range(args.repeat):
-        modes = (("off", None), ("on", lambda m: Recorder().attach(m)))
-        if rep % 2:
-            modes = modes[::-1]
-        for mode, factory in modes:
-            r = run_once(kvlab, config, args, args.seed, factory)
-            (off if mode == "off" else on).append(r["wall"])
+    for _ in range(args.repeat):
+        r_off, r_on = run_lockstep(
+            [(kvlab, None), (kvlab, lambda m: Recorder().attach(m))], config, args
+        )
+        if r_off["digest"] != r_on["digest"]:
+            raise SystemExit(f"{config}: recording changed kvlab's decisions")
+        off.append(r_off["wall"])
+        on.append(r_on["wall"])
     ratios = [b / a for a, b in zip(off, on)]
     return statistics.median(off) / 1e9, statistics.median(on) / 1e9, statistics.median(ratios)
 
@@ -481,7 +502,7 @@ def main(argv: list[str] | None = None) -> None:
         f"Machine: {machine()}; vLLM {vllm.version}, kvlab {kvlab.version}; "
         f"load average at start {', '.join(f'{x:.1f}' for x in os.getloadavg())}.",
         f"Workload: {args.requests} chat requests, {args.blocks} blocks of {BLOCK_SIZE}, "
-        f"seed {args.seed}, {args.repeat} repeats A/B interleaved, recording off; "
+        f"seed {args.seed}, {args.repeat} repeats, A/B interleaved per step, recording off; "
         f"timer overhead {overhead:.0f} ns/call subtracted.",
         "",
     ]

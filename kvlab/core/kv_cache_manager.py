@@ -27,7 +27,6 @@ caller input before changing anything (vLLM asserts or fails half-way).
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from kvlab.core import kv_cache_manager_checks as checks
@@ -35,7 +34,7 @@ from kvlab.core.kv_cache_blocks import KVCacheBlocks
 from kvlab.core.kv_cache_coordinator import get_kv_cache_coordinator
 from kvlab.core.kv_cache_interface import get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
 from kvlab.core.kv_cache_manager_alloc import allocate_slots_general, fast_path_layout
-from kvlab.core.kv_events import BlockStored
+from kvlab.core.kv_cache_manager_queries import KVCacheManagerQueries
 from kvlab.core.metrics import PrefixCacheStats
 from kvlab.core.request import Request
 
@@ -43,18 +42,15 @@ if TYPE_CHECKING:
     from kvlab.core.kv_cache_interface import KVCacheConfig
     from kvlab.core.kv_cache_metrics import KVCacheMetricsCollector
     from kvlab.core.kv_cache_utils import KVCacheBlock
-    from kvlab.core.kv_events import KVCacheEvent
     from kvlab.core.recorder import KVRecorder
 
 __all__ = ["KVCacheBlocks", "KVCacheManager"]
-
-logger = logging.getLogger(__name__)
 
 # allocate_slots' fast path tests its zero defaults by identity (CPython shares small ints).
 _ZERO = 0
 
 
-class KVCacheManager:
+class KVCacheManager(KVCacheManagerQueries):
     """Prefix-cache lookups, slot allocation and release for every KV cache group.
 
     Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager. Differs: ``recorder`` /
@@ -233,9 +229,9 @@ class KVCacheManager:
         (4) allocate up to ``new + lookahead``; (5) cache the full blocks (unless caching is
         off or ``delay_cache_blocks``).
 
-        Speed: a call with no hits, no external or encoder tokens, default flags and the
-        recorder off (a running request's next chunk or decode step) takes a fast path: one
-        exact-type test per argument, and only the group calls that can change something.
+        Speed: a call with no hits, no external or encoder tokens and default flags (a running
+        request's next chunk or decode step) takes a fast path: one exact-type test per
+        argument, and only the group calls that can change something.
         Every other call is validated in full (``kvlab.core.kv_cache_manager_alloc``).
 
         Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.allocate_slots
@@ -278,7 +274,6 @@ class KVCacheManager:
             or full_sequence_must_fit is not False
             or (new_computed_blocks is not None
                 and new_computed_blocks is not self.empty_kv_cache_blocks)
-            or self.recorder is not None
         ):  # fmt: skip
             return allocate_slots_general(
                 self, request, num_new_tokens, num_new_computed_tokens, new_computed_blocks,
@@ -286,9 +281,11 @@ class KVCacheManager:
                 num_encoder_tokens, full_sequence_must_fit,
             )  # fmt: skip
         # NOTE: the fast path makes exactly the general path's calls minus those that cannot
-        # change anything: remove_skipped_blocks only for windowed groups, allocate_new_blocks
-        # only when a group grows (or has no entry yet), cache_blocks only when a group has a
-        # newly full block. The differential oracle checks it against vLLM.
+        # change anything (nor emit a recorder event): remove_skipped_blocks only for windowed
+        # groups, allocate_new_blocks only when a group grows (or has no entry yet),
+        # cache_blocks only when a group has a newly full block. The differential oracle
+        # checks it against vLLM, tests/core/test_kv_cache_manager_fast_path.py against the
+        # general path.
         request_id = request.request_id
         num_computed_tokens = request.num_computed_tokens
         max_model_len = self.max_model_len
@@ -300,6 +297,11 @@ class KVCacheManager:
             num_tokens_to_cache = min(num_tokens_main_model, request.num_tokens)
             if num_tokens_to_cache // self.hash_block_size > len(request.block_hashes):
                 checks.check_hashes_cover(self, request, num_tokens_to_cache)
+        rec = self.recorder
+        if rec is not None:
+            rec.begin_call("allocate_slots", request_id,
+                           (int(num_computed_tokens), 0, 0, num_new_tokens, num_lookahead_tokens,
+                            0, 0, 0))  # fmt: skip
         for manager in self._windowed_managers:
             manager.remove_skipped_blocks(request_id, total_computed_tokens)
         num_blocks_to_allocate = 0
@@ -320,6 +322,8 @@ class KVCacheManager:
         if not grows:
             new_blocks = self.empty_kv_cache_blocks
         elif num_blocks_to_allocate > self.block_pool.get_num_free_blocks():
+            if rec is not None:
+                rec.end_call("allocate_slots", (0, num_blocks_to_allocate))
             return None
         else:
             new_blocks = self.create_kv_cache_blocks(
@@ -334,6 +338,8 @@ class KVCacheManager:
                 if num_aligned // block_size > manager.num_cached_block.get(request_id, 0):
                     self.coordinator.cache_blocks(request, num_tokens_to_cache)
                     break
+        if rec is not None:
+            rec.end_call("allocate_slots", (1, num_blocks_to_allocate))
         return new_blocks
 
     # ------------------------------------------------------------------ release
@@ -413,49 +419,6 @@ class KVCacheManager:
             rec.end_call("reset_prefix_cache", (1 if ok else 0,))
         return ok
 
-    # ------------------------------------------------------------------ queries
-    def get_num_common_prefix_blocks(self, running_request_id: str) -> list[int]:
-        """Per group, the leading blocks every request holding blocks shares (cascade attention).
-
-        Requests holding blocks but not scheduled this step count too (the answer may be 0).
-
-        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.get_num_common_prefix_blocks
-
-        Raises:
-            KeyError: ``running_request_id`` holds no blocks entry in any group.
-        """
-        managers = self.coordinator.single_type_managers
-        if managers and not any(running_request_id in m.req_to_blocks for m in managers):
-            raise KeyError(
-                f"request {running_request_id!r} holds no blocks; pass a running request id"
-            )
-        return self.coordinator.get_num_common_prefix_blocks(running_request_id)
-
-    def take_events(self) -> list[KVCacheEvent]:
-        """Drain the queued KV events; BlockStored events get their group's spec kind/window.
-
-        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.take_events
-        """
-        events = self.block_pool.take_events()
-        for event in events:
-            if not isinstance(event, BlockStored) or event.group_idx is None:
-                continue
-            if not 0 <= event.group_idx < len(self.kv_cache_event_metadata):
-                logger.warning("Group index `%s` not in KV cache metadata", event.group_idx)
-                continue
-            kind, sliding_window = self.kv_cache_event_metadata[event.group_idx]
-            event.kv_cache_spec_kind = kind
-            event.kv_cache_spec_sliding_window = sliding_window
-        return events
-
-    def get_blocks(self, request_id: str) -> KVCacheBlocks:
-        """The request's blocks per group (empty for an unknown request)."""
-        return self.create_kv_cache_blocks(self.coordinator.get_blocks(request_id))
-
-    def get_block_ids(self, request_id: str) -> tuple[list[int], ...]:
-        """The request's block ids per group (empty lists for an unknown request)."""
-        return self.get_blocks(request_id).get_block_ids()
-
     def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
         """Cache the request's full blocks up to ``num_computed_tokens`` (no-op if caching off).
 
@@ -481,13 +444,6 @@ class KVCacheManager:
     def create_kv_cache_blocks(self, blocks: tuple[list[KVCacheBlock], ...]) -> KVCacheBlocks:
         """Wrap ``blocks``; the shared empty instance when every group is empty."""
         return KVCacheBlocks(blocks) if any(blocks) else self.empty_kv_cache_blocks
-
-    def take_new_block_ids(self) -> list[int]:
-        """Ids of full-attention blocks allocated since the last call (for zeroing), drained."""
-        ids: list[int] = []
-        for manager in self.coordinator.single_type_managers:
-            ids.extend(manager.take_new_block_ids())
-        return ids
 
     def new_step_starts(self) -> None:
         """Tell the managers a scheduler step begins (Mamba forgets this step's cached hashes)."""

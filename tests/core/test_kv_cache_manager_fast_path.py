@@ -65,9 +65,14 @@ def _managers(name: str, num_blocks: int) -> tuple[KVCacheManager, KVCacheManage
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 @pytest.mark.parametrize("seed", range(6))
-def test_fast_path_decides_like_the_general_path(name: str, seed: int) -> None:
+@pytest.mark.parametrize("recording", [False, True])
+def test_fast_path_decides_like_the_general_path(name: str, seed: int, recording: bool) -> None:
     rng = random.Random(seed)
     fast, general = _managers(name, rng.randint(8, 24))
+    recorders = (ListRecorder(), ListRecorder())
+    if recording:  # the fast path must report exactly the general path's events
+        fast.set_recorder(recorders[0])
+        general.set_recorder(recorders[1])
     prompts = [[rng.randrange(5) for _ in range(rng.randint(1, 30))] for _ in range(12)]
     reqs = {m: [make_request(f"r{i}", p, 4) for i, p in enumerate(prompts)]
             for m in (fast, general)}  # fmt: skip
@@ -104,6 +109,7 @@ def test_fast_path_decides_like_the_general_path(name: str, seed: int) -> None:
             results.append(None if out is None else out.get_block_ids())
         assert results[0] == results[1]
         assert _state(fast) == _state(general)
+        assert recorders[0].calls == recorders[1].calls
         if results[0] == "freed":
             running.remove(i)
         elif results[0] is not None and i not in running:
