@@ -1,8 +1,9 @@
-"""KVCacheManager's API boundary: wrong request types, and the allocate_slots fast path.
+"""KVCacheManager's API boundary: wrong request types, and the fast paths.
 
-The fast path (a call without hits / external / encoder tokens, recorder off) must decide
-exactly as the general path does: the same workloads run through two managers, one with the
-fast path switched off, and every observable state is compared after every call. Bad input
+The allocate_slots fast path (a call without hits / external / encoder tokens) and the hit
+scans' direct map lookups must decide exactly as the general paths do: the same workloads run
+through two managers, one with both switched off, and every observable state (and every
+recorder event) is compared after every call. Bad input
 that could reach the fast path (bool, float, negative counts, a wrong request) must still get
 the general path's clear errors with nothing changed.
 """
@@ -60,6 +61,8 @@ def _managers(name: str, num_blocks: int) -> tuple[KVCacheManager, KVCacheManage
     made = [KVCacheManager(config(num_blocks, *specs), max_model_len=96, **kw) for _ in "ab"]
     assert made[0]._fast_groups is not None  # the config is one the fast path serves
     made[1]._fast_groups = None  # general path only
+    # An instance attribute turns off the hit scans' direct map lookups (direct_lookup).
+    made[1].block_pool.get_cached_block = made[1].block_pool.get_cached_block
     return made[0], made[1]
 
 
@@ -192,3 +195,28 @@ def test_a_request_that_is_not_a_request_gets_a_type_error_and_changes_nothing(
     assert rec.calls == []
     # the manager still works
     assert mgr.allocate_slots(req, 1) is not None
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_hit_scans_stop_at_a_miss_and_take_the_first_cached_duplicate(direct: bool) -> None:
+    mgr = KVCacheManager(
+        config(24, full_spec(4), sw_spec(4, 6)), max_model_len=96, hash_block_size=4
+    )
+    if not direct:  # get_cached_block per block, as vLLM
+        mgr.block_pool.get_cached_block = mgr.block_pool.get_cached_block
+    tokens = list(range(17))  # 4 full blocks
+    x, y = make_request("x", tokens, 4), make_request("y", tokens, 4)
+    for req in (x, y):  # y computes the same blocks again: every key maps to two blocks
+        assert mgr.allocate_slots(req, 17) is not None
+        req.num_computed_tokens = 17
+    assert mgr.get_block_ids("x") == ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
+    assert mgr.get_block_ids("y") == ([11, 12, 13, 14, 15], [16, 17, 18, 19, 20])
+    z = make_request("z", tokens, 4)
+    blocks, hit = mgr.get_computed_blocks(z)
+    # the first inserted block of each key; the window (6 tokens: 2 blocks) nulls the start
+    assert hit == 16 and blocks.get_block_ids() == ([1, 2, 3, 4], [0, 0, 8, 9])
+    mgr.free(x)
+    mgr.free(y)
+    mgr.evict_blocks({2, 12})  # block 1 of the full-attention chain, both copies
+    blocks, hit = mgr.get_computed_blocks(z)
+    assert hit == 4 and blocks.get_block_ids() == ([1], [6])

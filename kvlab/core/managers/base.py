@@ -17,19 +17,41 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvlab.core.block_hash_to_block_map import BlockHashToBlockMap
+from kvlab.core.block_pool import BlockPool
 from kvlab.core.kv_cache_interface import FullAttentionSpec, KVCacheSpec, TQFullAttentionSpec
 
 if TYPE_CHECKING:
-    from kvlab.core.block_pool import BlockPool
     from kvlab.core.kv_cache_utils import BlockHashList, KVCacheBlock
     from kvlab.core.request import Request
 
-__all__ = ["SingleTypeKVCacheManager", "cdiv"]
+__all__ = ["SingleTypeKVCacheManager", "cdiv", "direct_lookup"]
 
 
 def cdiv(a: int, b: int) -> int:
     """Ceiling division: how many ``b``-sized pieces cover ``a``."""
     return -(a // -b)
+
+
+def direct_lookup(block_pool: BlockPool, kv_cache_group_ids: list[int]) -> tuple[Any, bytes] | None:
+    """``(cached_map.get, group-id suffix)`` when a hit scan may read the cached map directly.
+
+    That is when it would do exactly what ``block_pool.get_cached_block`` does with nothing
+    else to report: one group, recorder off, the pool's own map and ``get_cached_block`` not
+    replaced (checked once per scan, not per block). A scan then looks up
+    ``block_hash + suffix`` (= make_block_hash_with_group_id) and, when several blocks share
+    the key, takes the first inserted (= BlockHashToBlockMap.get_one_block). Else None.
+    """
+    cached = block_pool.cached_block_hash_to_block
+    if (
+        len(kv_cache_group_ids) != 1
+        or block_pool.recorder is not None
+        or type(cached) is not BlockHashToBlockMap
+        or type(block_pool).get_cached_block is not BlockPool.get_cached_block
+        or "get_cached_block" in block_pool.__dict__
+    ):
+        return None
+    return cached._cache.get, kv_cache_group_ids[0].to_bytes(4, "big", signed=False)
 
 
 def _check_world_size(name: str, value: Any) -> None:

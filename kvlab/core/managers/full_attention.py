@@ -18,7 +18,7 @@ from kvlab.core.kv_cache_interface import (
     KVCacheSpec,
     SinkFullAttentionSpec,
 )
-from kvlab.core.managers.base import SingleTypeKVCacheManager
+from kvlab.core.managers.base import SingleTypeKVCacheManager, direct_lookup
 
 if TYPE_CHECKING:
     from kvlab.core.block_pool import BlockPool
@@ -87,13 +87,23 @@ class FullAttentionManager(SingleTypeKVCacheManager):
         if dcp_world_size * pcp_world_size > 1:
             block_size *= dcp_world_size * pcp_world_size
         max_num_blocks = max_length // block_size
-        for block_hash in itertools.islice(block_hashes, max_num_blocks):
-            cached_block = block_pool.get_cached_block(block_hash, kv_cache_group_ids)
-            if not cached_block:
-                # Chained hashes: nothing after a miss can be cached for this prefix.
-                break
-            for computed, cached in zip(computed_blocks, cached_block):
-                computed.append(cached)
+        direct = direct_lookup(block_pool, kv_cache_group_ids)
+        if direct is not None:  # one group: the same lookups, without a call per block
+            cache_get, suffix = direct
+            append = computed_blocks[0].append
+            for block_hash in itertools.islice(block_hashes, max_num_blocks):
+                cached = cache_get(block_hash + suffix)
+                if cached is None:
+                    break  # chained hashes: nothing after a miss can be cached
+                append(next(iter(cached.values())) if type(cached) is dict else cached)
+        else:
+            for block_hash in itertools.islice(block_hashes, max_num_blocks):
+                cached_block = block_pool.get_cached_block(block_hash, kv_cache_group_ids)
+                if not cached_block:
+                    # Chained hashes: nothing after a miss can be cached for this prefix.
+                    break
+                for computed, cached in zip(computed_blocks, cached_block):
+                    computed.append(cached)
         if use_eagle and computed_blocks[0]:
             _pop_last(computed_blocks)
         _align_down(computed_blocks, block_size, alignment_tokens)

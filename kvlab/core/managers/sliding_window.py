@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kvlab.core.kv_cache_interface import KVCacheSpec, SlidingWindowSpec
-from kvlab.core.managers.base import SingleTypeKVCacheManager, cdiv
+from kvlab.core.managers.base import SingleTypeKVCacheManager, cdiv, direct_lookup
 from kvlab.core.managers.full_attention import _align_down, _pop_last
 
 if TYPE_CHECKING:
@@ -115,8 +115,16 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
         On success the lists are cut right after the run.
         """
         num_contiguous_blocks = 0
+        direct = direct_lookup(block_pool, kv_cache_group_ids)
         for i in range(max_num_blocks - 1, -1, -1):
-            cached_block = block_pool.get_cached_block(block_hashes[i], kv_cache_group_ids)
+            if direct is not None:  # one group: get_cached_block's lookup, without the call
+                cached = direct[0](block_hashes[i] + direct[1])
+                if cached is None:
+                    num_contiguous_blocks = 0
+                    continue
+                cached_block = [next(iter(cached.values())) if type(cached) is dict else cached]
+            else:
+                cached_block = block_pool.get_cached_block(block_hashes[i], kv_cache_group_ids)
             if not cached_block:
                 num_contiguous_blocks = 0
                 continue
