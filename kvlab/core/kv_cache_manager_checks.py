@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from kvlab.core.kv_cache_blocks import KVCacheBlocks
 from kvlab.core.kv_cache_interface import CrossAttentionSpec
 from kvlab.core.request import Request
-from kvlab.core.single_type_kv_cache_manager import CrossAttentionManager
 
 if TYPE_CHECKING:
     from kvlab.core.kv_cache_manager import KVCacheManager
@@ -138,22 +137,34 @@ def check_block_ids(block_ids: Any, num_gpu_blocks: int) -> list[int]:
 
 
 def _check_hit_blocks(
-    mgr: KVCacheManager, request_id: str, blocks: tuple, num_new_computed_tokens: int
+    mgr: KVCacheManager,
+    request_id: str,
+    blocks: tuple,
+    num_new_computed_tokens: int,
+    attaches: bool = False,
 ) -> None:
-    """Hit blocks must fit the groups, the request's state and the config.
+    """Hit blocks must fit the groups, the request's state and the config (one pass).
+
+    With ``attaches`` the attach rule of ``_check_attach`` is checked in the same pass (its
+    error comes after every hit-block error, as when checked separately).
 
     NOTE: the blocks are not checked against ``num_new_computed_tokens`` beyond "no blocks
     -> no hit tokens": vLLM's own hybrid lookup can return group lists of other lengths
     (a second full-attention attention group is never truncated; EAGLE with Mamba returns a
     hit longer than the full-attention blocks), and kvlab must accept what vLLM accepts.
     """
-    managers = mgr.coordinator.single_type_managers
+    coordinator = mgr.coordinator
+    managers = coordinator.single_type_managers
     if len(blocks) != mgr.num_kv_cache_groups:
         raise ValueError(
             f"new_computed_blocks has {len(blocks)} groups; "
             f"the manager has {mgr.num_kv_cache_groups}"
         )
-    has_hits = any(len(group) for group in blocks)
+    has_hits = False
+    for group in blocks:
+        if len(group):
+            has_hits = True
+            break
     if has_hits and not mgr.enable_caching:
         raise ValueError("prefix caching is disabled: new_computed_blocks must be empty")
     if num_new_computed_tokens > 0 and not has_hits and managers:
@@ -161,28 +172,46 @@ def _check_hit_blocks(
             f"num_new_computed_tokens={num_new_computed_tokens} needs the hit blocks "
             "(pass new_computed_blocks from get_computed_blocks)"
         )
-    for manager, group in zip(managers, blocks):
-        if isinstance(manager, CrossAttentionManager) and len(group):
-            raise ValueError("cross-attention groups never have prefix-cache hits")
-        if len(group) and request_id in manager.num_cached_block:
-            raise ValueError(
-                f"request {request_id!r} is running; prefix-cache hits go only to new requests"
-            )
+    holding_group = None
+    for manager, group, cross in zip(managers, blocks, coordinator.cross_attention_flags):
+        running = request_id in manager.num_cached_block
+        if len(group):
+            if cross:
+                raise ValueError("cross-attention groups never have prefix-cache hits")
+            if running:
+                raise ValueError(
+                    f"request {request_id!r} is running; prefix-cache hits go only to new "
+                    "requests"
+                )
+        if (
+            attaches
+            and holding_group is None
+            and not cross
+            and not running
+            and manager.req_to_blocks.get(request_id)
+        ):
+            holding_group = manager.kv_cache_group_id
+    if holding_group is not None:
+        raise _holds_blocks(request_id, holding_group)
+
+
+def _holds_blocks(request_id: str, group_id: int) -> ValueError:
+    return ValueError(
+        f"request {request_id!r} already holds blocks in group {group_id}; prefix-cache hits "
+        "and external tokens are attached only to new requests"
+    )
 
 
 def _check_attach(mgr: KVCacheManager, request_id: str, attaches: bool) -> None:
     """A request that gets hits/external blocks attached must be running or hold nothing."""
     if not attaches:
         return
-    for manager in mgr.coordinator.single_type_managers:
-        if isinstance(manager, CrossAttentionManager) or request_id in manager.num_cached_block:
+    coordinator = mgr.coordinator
+    for manager, cross in zip(coordinator.single_type_managers, coordinator.cross_attention_flags):
+        if cross or request_id in manager.num_cached_block:
             continue
         if manager.req_to_blocks.get(request_id):
-            raise ValueError(
-                f"request {request_id!r} already holds blocks in group "
-                f"{manager.kv_cache_group_id}; prefix-cache hits and external tokens are "
-                "attached only to new requests"
-            )
+            raise _holds_blocks(request_id, manager.kv_cache_group_id)
 
 
 def check_hashes_cover(mgr: KVCacheManager, request: Request, num_tokens: int) -> None:
@@ -283,12 +312,10 @@ def check_allocate_slots(
             _check_attach(mgr, request.request_id, True)
     elif isinstance(new_computed_blocks, KVCacheBlocks):
         blocks = new_computed_blocks.blocks
-        _check_hit_blocks(mgr, request.request_id, blocks, num_new_computed_tokens)
-        _check_attach(
-            mgr,
-            request.request_id,
+        _check_hit_blocks(
+            mgr, request.request_id, blocks, num_new_computed_tokens,
             blocks is not empty.blocks or num_external_computed_tokens > 0,
-        )
+        )  # fmt: skip
     else:
         raise TypeError(
             "new_computed_blocks must be KVCacheBlocks or None, "

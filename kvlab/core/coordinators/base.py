@@ -89,6 +89,10 @@ class KVCacheCoordinator(ABC):
             )
             for i, group in enumerate(groups)
         )
+        # NOTE: isinstance against the ABC-based manager classes is slow; asked once here.
+        self.cross_attention_flags: tuple[bool, ...] = tuple(
+            isinstance(m, CrossAttentionManager) for m in self.single_type_managers
+        )
 
     def get_num_blocks_to_allocate(
         self,
@@ -107,25 +111,17 @@ class KVCacheCoordinator(ABC):
         Mirrors: vllm/v1/core/kv_cache_coordinator.py::KVCacheCoordinator.get_num_blocks_to_allocate
         """
         total = 0
+        cross_flags = self.cross_attention_flags
         for i, manager in enumerate(self.single_type_managers):
-            if isinstance(manager, CrossAttentionManager):
+            if cross_flags[i]:
                 total += manager.get_num_blocks_to_allocate(
-                    request_id,
-                    num_encoder_tokens,
-                    [],
-                    0,
-                    num_encoder_tokens,
-                    apply_admission_cap=apply_admission_cap,
+                    request_id, num_encoder_tokens, [], 0, num_encoder_tokens, apply_admission_cap
                 )
             else:
                 total += manager.get_num_blocks_to_allocate(
-                    request_id,
-                    num_tokens,
-                    new_computed_blocks[i],
-                    total_computed_tokens,
-                    num_tokens_main_model,
-                    apply_admission_cap=apply_admission_cap,
-                )
+                    request_id, num_tokens, new_computed_blocks[i], total_computed_tokens,
+                    num_tokens_main_model, apply_admission_cap,
+                )  # fmt: skip
         return total
 
     def allocate_new_computed_blocks(
@@ -162,12 +158,12 @@ class KVCacheCoordinator(ABC):
             The new blocks of each group.
         """
         return tuple(
-            manager.allocate_new_blocks(
-                request_id,
-                num_encoder_tokens if isinstance(manager, CrossAttentionManager) else num_tokens,
-                num_tokens_main_model,
-            )
-            for manager in self.single_type_managers
+            [
+                manager.allocate_new_blocks(
+                    request_id, num_encoder_tokens if cross else num_tokens, num_tokens_main_model
+                )
+                for manager, cross in zip(self.single_type_managers, self.cross_attention_flags)
+            ]
         )
 
     def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:

@@ -142,7 +142,11 @@ class SingleTypeKVCacheManager(ABC):
     # ------------------------------------------------------------------ admission
     @classmethod
     def _get_num_evictable_blocks(cls, blocks: Sequence[KVCacheBlock]) -> int:
-        return sum(blk.ref_cnt == 0 and not blk.is_null for blk in blocks)
+        num_evictable = 0
+        for blk in blocks:  # (a plain loop: faster than sum() over a generator)
+            if blk.ref_cnt == 0 and not blk.is_null:
+                num_evictable += 1
+        return num_evictable
 
     def get_num_blocks_to_allocate(
         self,
