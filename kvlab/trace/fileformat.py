@@ -148,9 +148,14 @@ def _mode_for(path: str) -> int:
     try:
         return os.stat(path).st_mode & 0o7777
     except OSError:
+        pass
+    try:  # NOTE: Linux reports the umask without changing it (os.umask would, process-wide)
+        with open("/proc/self/status", encoding="ascii") as fh:
+            umask = next(int(ln.split()[1], 8) for ln in fh if ln.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
         umask = os.umask(0)
         os.umask(umask)
-        return 0o666 & ~umask
+    return 0o666 & ~umask
 
 
 def _fsync_dir(directory: str) -> None:
