@@ -84,6 +84,8 @@ def save_trace(trace: Any, path: str | PathLike[str]) -> int:
     Raises:
         FileNotFoundError: If the directory of ``path`` does not exist (nothing written).
         IsADirectoryError: If ``path`` is a directory.
+        TypeError: If a request id is not a str or the config is not JSON-serialisable
+            (nothing written: such a file could not be loaded again).
         OSError: If writing fails (e.g. a full disk); ``path`` is unchanged.
     """
     path = os.fspath(path)
@@ -93,10 +95,23 @@ def save_trace(trace: Any, path: str | PathLike[str]) -> int:
     if os.path.isdir(path):
         raise IsADirectoryError(f"cannot save the trace to {path}: it is a directory")
     header, arrays = _header_and_arrays(trace)
+    bad_ids = [r for r in header["requests"] if not isinstance(r, str)]
+    if bad_ids:
+        raise TypeError(
+            f"cannot save the trace: request ids must be strings (as in vLLM) for the file to "
+            f"load again, got {bad_ids[:3]!r}; nothing was written"
+        )
+    try:
+        header_json = json.dumps(header)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"cannot save the trace: its config must be JSON-serialisable ({exc}); nothing was "
+            "written"
+        ) from exc
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            _write_zip(fh, header, arrays)
+            _write_zip(fh, header_json, arrays)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, _mode_for(path))
@@ -134,9 +149,9 @@ def _header_and_arrays(trace: Any) -> tuple[dict[str, Any], dict[str, np.ndarray
     return header, arrays
 
 
-def _write_zip(fh: Any, header: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+def _write_zip(fh: Any, header_json: str, arrays: dict[str, np.ndarray]) -> None:
     with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=6) as zf:
-        zf.writestr("header.json", json.dumps(header))
+        zf.writestr("header.json", header_json)
         for name, arr in arrays.items():
             buf = io.BytesIO()
             np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)

@@ -147,3 +147,18 @@ def test_a_missing_directory_is_refused_before_any_work(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError, match="is a directory"):
         _trace().save(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_trace_that_could_not_load_again_is_refused_before_writing(tmp_path: Path) -> None:
+    from kvlab.trace import KVState, Recorder
+
+    path = tmp_path / "run.kvtrace"
+    rec = Recorder(initial_state=KVState.fresh(4))
+    rec.begin_call("free", 5, ())  # an int request id (vLLM's are strings)
+    rec.end_call("free", ())
+    with pytest.raises(TypeError, match=r"request ids must be strings .*got \[5\]"):
+        rec.trace().save(path)
+    rec = Recorder(initial_state=KVState.fresh(4), config={"when": object()})
+    with pytest.raises(TypeError, match="config must be JSON-serialisable"):
+        rec.trace().save(path)
+    assert list(tmp_path.iterdir()) == []
