@@ -448,6 +448,8 @@ class KVCacheManager(KVCacheManagerQueries):
     def new_step_starts(self) -> None:
         """Tell the managers a scheduler step begins (Mamba forgets this step's cached hashes)."""
         rec = self.recorder
+        if rec is None and self._fast_groups is not None:
+            return  # full / sliding-window / chunked-local groups have nothing to do
         if rec is not None:
             rec.begin_call("new_step_starts", None, ())
         self.coordinator.new_step_starts()

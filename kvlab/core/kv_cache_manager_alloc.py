@@ -110,8 +110,13 @@ def allocate_slots_general(
             return None
     num_tokens_main_model = total_computed_tokens + num_new_tokens
     num_tokens_need_slot = min(num_tokens_main_model + num_lookahead_tokens, mgr.max_model_len)
-    # Free out-of-window blocks first: fewer cached blocks get evicted below.
-    coordinator.remove_skipped_blocks(request_id, total_computed_tokens)
+    # Free out-of-window blocks first: fewer cached blocks get evicted below. (Where the
+    # fast-path layout is known, only the windowed groups can have anything to free.)
+    if mgr._fast_groups is None:
+        coordinator.remove_skipped_blocks(request_id, total_computed_tokens)
+    else:
+        for manager in mgr._windowed_managers:
+            manager.remove_skipped_blocks(request_id, total_computed_tokens)
     num_blocks_to_allocate = coordinator.get_num_blocks_to_allocate(
         request_id, num_tokens_need_slot, new_computed_block_list, num_encoder_tokens,
         num_local_computed_tokens + num_external_computed_tokens, num_tokens_main_model,

@@ -253,13 +253,21 @@ class SingleTypeKVCacheManager(ABC):
             self.block_pool.touch(new_computed_blocks)
         # NOTE: vLLM creates the entry before the touch; kvlab creates it with its first
         # extend so that req_to_blocks and the recorder's events agree at every event.
-        created = request_id not in self.req_to_blocks
-        req_blocks = self.req_to_blocks[request_id]
-        added = [self._null_block] * num_skipped_blocks + list(new_computed_blocks)
-        req_blocks.extend(added)
         rec = self.recorder
-        if rec is not None and (added or created):
-            rec.req_blocks_add(request_id, self.kv_cache_group_id, [b.block_id for b in added])
+        if rec is None:
+            req_blocks = self.req_to_blocks[request_id]
+            if num_skipped_blocks:
+                req_blocks.extend([self._null_block] * num_skipped_blocks)
+            req_blocks.extend(new_computed_blocks)
+        else:
+            created = request_id not in self.req_to_blocks
+            req_blocks = self.req_to_blocks[request_id]
+            added = [self._null_block] * num_skipped_blocks + list(new_computed_blocks)
+            req_blocks.extend(added)
+            if added or created:
+                rec.req_blocks_add(
+                    request_id, self.kv_cache_group_id, [b.block_id for b in added]
+                )
         # Hits (and the null padding) are cached already: cache_blocks() must start after them.
         self.num_cached_block[request_id] = len(req_blocks)
         if num_external_computed_tokens > 0:
