@@ -1,33 +1,38 @@
 """Benchmark: kvlab's KV-cache core against vLLM 0.22.1's, side by side in one process.
 
-Runs only where vLLM 0.22.1 is importable (the oracle environment, see
-../shared/oracle/setup_oracle_venv.sh or ``tests/oracle``)::
+Runs only where vLLM 0.22.1 is importable (CPU-only: the oracle environment the differential
+tests use, with kvlab on PYTHONPATH, never installed into it)::
 
-    PYTHONHASHSEED=0 PYTHONPATH=$PWD /work/oracle-venv/bin/python benchmarks/bench_vs_vllm.py
+    PYTHONHASHSEED=0 PYTHONPATH=$PWD ORACLE_VENV/bin/python benchmarks/bench_vs_vllm.py
+
+About 5 minutes on a 2-core machine (``--requests 300 --repeat 2`` for a quick look).
 
 Workload: a serving loop (the MiniScheduler below, shaped like vLLM's Scheduler.schedule; at
-most 96 running requests) runs ``--requests`` chat requests (default 2,000: conversations of 1-4 turns sharing four system
-prompts, each turn's prompt extending the previous turn's history) through one KVCacheManager
-with ``--blocks`` blocks of 16 tokens (default 2,048). Requests are admitted with
-get_computed_blocks + allocate_slots (chunked prefill under a 2,048-token budget), decode one
-token per step, are preempted (free + num_computed_tokens = 0) when allocate_slots refuses and
-freed when they finish; prefix-cache hits, evictions and preemptions all happen. Two configs:
-``full`` (one full-attention group) and ``hybrid`` (full attention + sliding window of 1,024
-tokens, same block size). Recording is off for the kvlab/vLLM comparison.
+most 96 running requests) runs ``--requests`` chat requests (default 2,000: conversations of
+1-4 turns sharing four system prompts, each turn's prompt extending the previous turn's
+history) through one KVCacheManager with ``--blocks`` blocks of 16 tokens (default 2,048).
+Requests are admitted with get_computed_blocks + allocate_slots (chunked prefill under a
+2,048-token budget), decode one token per step, are preempted (free + num_computed_tokens = 0)
+when allocate_slots refuses and freed when they finish; prefix-cache hits, evictions and
+preemptions all happen. Two configs: ``full`` (one full-attention group) and ``hybrid`` (full
+attention + sliding window of 1,024 tokens, same block size). Recording is off for the
+kvlab/vLLM comparison.
 
 Both implementations run the identical loop in one process, interleaved step by step (one
-scheduler step of A, one of B; the side that goes first alternates), so load from other work on
-a shared machine hits both alike; garbage collection is off during a run. Every manager call is timed with
-``time.perf_counter_ns`` (the timer's own cost, calibrated, is subtracted) and filed under its
-kind: get_computed_blocks, allocate_slots admission (a waiting request), allocate_slots prefill
-chunk (a running request still in its prompt), allocate_slots decode, free (finish or
-preempt), new_step_starts; Request() (prompt block hashing) and append_output_token_ids are
-timed too. Per kind the ratio is median over repeats of (kvlab time / vLLM time); "manager
-total" sums the manager calls, "loop wall" is every scheduler step (the benchmark's scheduler code included).
-Both sides must make the same decisions: the runs' digests (allocation outcomes, hit lengths,
-block ids handed out, preemptions, final free-queue order) are compared and must be equal.
+scheduler step of A, one of B; the side that goes first alternates), so load from other work
+on a shared machine hits both alike; garbage collection is off during a run. Every manager
+call is timed with ``time.perf_counter_ns`` (the timer's own cost, calibrated, is subtracted)
+and filed under its kind: get_computed_blocks, allocate_slots admission (a waiting request),
+allocate_slots prefill chunk (a running request still in its prompt), allocate_slots decode,
+free (finish or preempt), new_step_starts; Request() (prompt block hashing) and
+append_output_token_ids are timed too. Per kind the ratio is the median over repeats of
+(kvlab time / vLLM time); "manager total" sums the manager calls, "loop wall" is every
+scheduler step (the benchmark's scheduler code included). Both sides must make the same
+decisions: the runs' digests (allocation outcomes, hit lengths, block ids handed out,
+preemptions, final free-queue order) and eviction counts are compared and must be equal.
 
-Finally kvlab alone runs with a kvlab.trace Recorder attached vs none (goal: <= 2x).
+Finally kvlab alone runs with a kvlab.trace Recorder attached vs none, interleaved the same
+way (goal: on/off <= 2x).
 
 Writes benchmarks/results/vs_vllm.md (``--out``); ``--label`` tags the run ("before"/"after").
 """
@@ -400,7 +405,7 @@ def compare(vllm, kvlab, config, args, overhead) -> dict:
         print(f"  {config}: repeat {rep + 1}/{args.repeat} done", file=sys.stderr, flush=True)
     digests = {r["digest"] for rs in runs.values() for r in rs}
     if len(digests) != 1:
-        raise SystemExit(f"{config}: kvlab and vLLM made different decisions ({len(digests)} digests)")
+        raise SystemExit(f"{config}: kvlab and vLLM made different decisions ({digests})")
     rows = {}
     manager_kinds = KINDS
     for kind in KINDS + REQUEST_KINDS:
@@ -436,8 +441,8 @@ def compare(vllm, kvlab, config, args, overhead) -> dict:
     )
     first = runs["vLLM"][0]
     # One more run each with KV events on, to count evictions (cached blocks reused).
-    evictions = {r["evictions"]
-                 for r in run_lockstep([(vllm, None), (kvlab, None)], config, args, True)}  # fmt: skip
+    with_events = run_lockstep([(vllm, None), (kvlab, None)], config, args, events=True)
+    evictions = {r["evictions"] for r in with_events}
     if len(evictions) != 1:
         raise SystemExit(f"{config}: kvlab and vLLM evicted different numbers of blocks")
     return {
