@@ -175,7 +175,7 @@ class SingleTypeKVCacheManager(ABC):
         Returns:
             The number of blocks (blocks).
         """
-        num_required_blocks = cdiv(num_tokens, self.block_size)
+        num_required_blocks = -(-num_tokens // self.block_size)  # cdiv, inlined (hot)
         if apply_admission_cap and self._max_admission_blocks_per_request is not None:
             # NOTE: the cap equals the startup pool sizer's per-request bound, so what startup
             # admits the runtime gate admits too (remove_skipped_blocks runs before each chunk).
@@ -282,7 +282,7 @@ class SingleTypeKVCacheManager(ABC):
         if rec is not None and new_blocks:
             rec.req_blocks_add(request_id, self.kv_cache_group_id, [b.block_id for b in new_blocks])
         if self._tracks_new_block_ids:
-            self.new_block_ids.extend(b.block_id for b in new_blocks)
+            self.new_block_ids.extend([b.block_id for b in new_blocks])
         return new_blocks
 
     def allocate_new_blocks(
@@ -301,7 +301,7 @@ class SingleTypeKVCacheManager(ABC):
             The newly allocated blocks (possibly empty).
         """
         num_held = len(self.req_to_blocks.get(request_id, ()))
-        num_new_blocks = cdiv(num_tokens, self.block_size) - num_held
+        num_new_blocks = -(-num_tokens // self.block_size) - num_held  # cdiv, inlined (hot)
         if num_new_blocks <= 0:
             self._req_blocks_for_update(request_id)  # vLLM creates the entry even then
             return []
