@@ -33,25 +33,30 @@ def cdiv(a: int, b: int) -> int:
     return -(a // -b)
 
 
-def direct_lookup(block_pool: BlockPool, kv_cache_group_ids: list[int]) -> tuple[Any, bytes] | None:
-    """``(cached_map.get, group-id suffix)`` when a hit scan may read the cached map directly.
+def direct_lookup(
+    block_pool: BlockPool, kv_cache_group_ids: list[int]
+) -> tuple[Any, bytes, int, Any] | None:
+    """``(cached_map.get, group-id suffix, group id, recorder)`` for a direct hit scan, or None.
 
-    That is when it would do exactly what ``block_pool.get_cached_block`` does with nothing
-    else to report: one group, recorder off, the pool's own map and ``get_cached_block`` not
-    replaced (checked once per scan, not per block). A scan then looks up
-    ``block_hash + suffix`` (= make_block_hash_with_group_id) and, when several blocks share
-    the key, takes the first inserted (= BlockHashToBlockMap.get_one_block). Else None.
+    A hit scan may read the cached map itself when that does exactly what
+    ``block_pool.get_cached_block`` does: one group, the pool's own map and
+    ``get_cached_block`` not replaced (checked once per scan, not per block). The scan then
+    looks up ``block_hash + suffix`` (= make_block_hash_with_group_id), takes the first inserted
+    block when several share the key (= BlockHashToBlockMap.get_one_block) and, when the
+    recorder is on, reports ``lookup(block_hash, group_id, block_id or -1)`` per probe, as
+    get_cached_block does.
     """
     cached = block_pool.cached_block_hash_to_block
     if (
         len(kv_cache_group_ids) != 1
-        or block_pool.recorder is not None
         or type(cached) is not BlockHashToBlockMap
         or type(block_pool).get_cached_block is not BlockPool.get_cached_block
         or "get_cached_block" in block_pool.__dict__
     ):
         return None
-    return cached._cache.get, kv_cache_group_ids[0].to_bytes(4, "big", signed=False)
+    group_id = kv_cache_group_ids[0]
+    suffix = group_id.to_bytes(4, "big", signed=False)
+    return cached._cache.get, suffix, group_id, block_pool.recorder
 
 
 def _check_world_size(name: str, value: Any) -> None:

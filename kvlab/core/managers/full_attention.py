@@ -89,13 +89,19 @@ class FullAttentionManager(SingleTypeKVCacheManager):
         max_num_blocks = max_length // block_size
         direct = direct_lookup(block_pool, kv_cache_group_ids)
         if direct is not None:  # one group: the same lookups, without a call per block
-            cache_get, suffix = direct
+            cache_get, suffix, group_id, rec = direct
             append = computed_blocks[0].append
             for block_hash in itertools.islice(block_hashes, max_num_blocks):
                 cached = cache_get(block_hash + suffix)
                 if cached is None:
+                    if rec is not None:
+                        rec.lookup(block_hash, group_id, -1)
                     break  # chained hashes: nothing after a miss can be cached
-                append(next(iter(cached.values())) if type(cached) is dict else cached)
+                if type(cached) is dict:
+                    cached = next(iter(cached.values()))
+                if rec is not None:
+                    rec.lookup(block_hash, group_id, cached.block_id)
+                append(cached)
         else:
             for block_hash in itertools.islice(block_hashes, max_num_blocks):
                 cached_block = block_pool.get_cached_block(block_hash, kv_cache_group_ids)

@@ -116,13 +116,22 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
         """
         num_contiguous_blocks = 0
         direct = direct_lookup(block_pool, kv_cache_group_ids)
+        if direct is not None:
+            cache_get, suffix, group_id, rec = direct
         for i in range(max_num_blocks - 1, -1, -1):
             if direct is not None:  # one group: get_cached_block's lookup, without the call
-                cached = direct[0](block_hashes[i] + direct[1])
+                block_hash = block_hashes[i]
+                cached = cache_get(block_hash + suffix)
                 if cached is None:
+                    if rec is not None:
+                        rec.lookup(block_hash, group_id, -1)
                     num_contiguous_blocks = 0
                     continue
-                cached_block = [next(iter(cached.values())) if type(cached) is dict else cached]
+                if type(cached) is dict:
+                    cached = next(iter(cached.values()))
+                if rec is not None:
+                    rec.lookup(block_hash, group_id, cached.block_id)
+                cached_block = [cached]
             else:
                 cached_block = block_pool.get_cached_block(block_hashes[i], kv_cache_group_ids)
             if not cached_block:
