@@ -1,8 +1,8 @@
 """KVCacheManager.allocate_slots: the general path, and which configs may take the fast one.
 
 ``KVCacheManager.allocate_slots`` serves the common call (a request asking for its next
-tokens without prefix-cache hits, recorder off) itself, with one cheap type test per argument;
-every other call comes here: full validation (``kv_cache_manager_checks``), recorder brackets
+tokens without prefix-cache hits, external or encoder tokens) itself, with one cheap type test
+per argument; every other call comes here: full validation (``kv_cache_manager_checks``), recorder brackets
 and vLLM's stages, group by group through the coordinator.
 
 Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.allocate_slots
