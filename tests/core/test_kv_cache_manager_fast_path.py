@@ -26,6 +26,8 @@ from _core_top_helpers import (  # noqa: F401 (none_hash is an autouse fixture)
 )
 
 from kvlab.core.kv_cache_manager import KVCacheManager
+from kvlab.core.request import Request
+from kvlab.core.request_params import SamplingParams
 
 
 def _state(mgr: KVCacheManager) -> tuple:
@@ -220,3 +222,16 @@ def test_hit_scans_stop_at_a_miss_and_take_the_first_cached_duplicate(direct: bo
     mgr.evict_blocks({2, 12})  # block 1 of the full-attention chain, both copies
     blocks, hit = mgr.get_computed_blocks(z)
     assert hit == 4 and blocks.get_block_ids() == ([1], [6])
+
+
+@pytest.mark.parametrize("name", ["full", "full+sw"])
+def test_a_running_request_without_block_hashes_is_refused_before_any_change(name: str) -> None:
+    mgr, _ = _managers(name, 16)
+    req = Request("nohash", list(range(3)), SamplingParams(max_tokens=8), None)  # no hasher
+    assert mgr.allocate_slots(req, 3) is not None  # no full block yet: nothing to cache
+    req.num_computed_tokens = 3
+    req.append_output_token_ids([7, 7])
+    before = _state(mgr)
+    with pytest.raises(ValueError, match="block hashes"):
+        mgr.allocate_slots(req, 2)  # would complete (and cache) block 0
+    assert _state(mgr) == before
