@@ -402,14 +402,19 @@ class SingleTypeKVCacheManager(ABC):
         num_skipped_blocks = min(num_skipped_tokens // self.block_size, len(blocks))
         removed_blocks: list[KVCacheBlock] = []
         indices: list[int] = []
+        null_block = self._null_block
         for i in range(num_skipped_blocks - 1, -1, -1):
-            if blocks[i] == self._null_block:
+            # NOTE: identity, not the dataclass __eq__ vLLM uses (it builds two field tuples);
+            # only the null block has block_id 0, so the two agree.
+            if blocks[i] is null_block:
                 break
             removed_blocks.append(blocks[i])
             blocks[i] = self._null_block
             indices.append(i)
+        if not removed_blocks:
+            return  # (vLLM frees the empty list: no change, no event)
         rec = self.recorder
-        if rec is not None and indices:
+        if rec is not None:
             rec.req_blocks_null(request_id, self.kv_cache_group_id, indices)
         self.block_pool.free_blocks(removed_blocks)
 
