@@ -365,9 +365,12 @@ class BlockPool:
         for block in free:
             if block.prev_free_block is not None:
                 queue.remove(block)
-        for block in blocks:
-            block.ref_cnt += 1
-            if metrics_collector is not None:
+        if metrics_collector is None:
+            for block in blocks:
+                block.ref_cnt += 1
+        else:
+            for block in blocks:
+                block.ref_cnt += 1
                 metrics_collector.on_block_accessed(block)
         rec = self.recorder
         if rec is not None and blocks:

@@ -71,8 +71,14 @@ def check_cache_full_blocks(
             f"block_size {block_size} must be a positive multiple of hash_block_size "
             f"{hash_block_size}"
         )
+    # NOTE: hot (every block that becomes full passes here once): the slot, not the property.
+    if block_mask is None:
+        for blk in new_full_blocks:
+            if blk._block_hash is not None and not blk.is_null:
+                raise ValueError(f"block {blk.block_id} is already cached (block_hash set)")
+        return
     for i, blk in enumerate(new_full_blocks):
-        if blk.block_hash is not None and not blk.is_null and (block_mask is None or block_mask[i]):
+        if blk._block_hash is not None and not blk.is_null and block_mask[i]:
             raise ValueError(f"block {blk.block_id} is already cached (block_hash set)")
 
 
