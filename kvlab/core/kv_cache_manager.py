@@ -258,8 +258,9 @@ class KVCacheManager(KVCacheManagerQueries):
         """
         fast = self._fast_groups
         if (
-            # The common case (a running request asking for its next tokens, no hits, recorder
-            # off) goes straight through; everything else takes the general path below.
+            # The common case (a request asking for its next tokens: no hits, no external or
+            # encoder tokens, default flags) goes straight through; everything else takes the
+            # general path (kv_cache_manager_alloc), which validates every argument in full.
             fast is None
             or type(request) is not Request
             or type(num_new_tokens) is not int
