@@ -46,8 +46,11 @@ def _needs_model(nb: nbformat.NotebookNode) -> bool:
 
 
 def test_the_course_is_numbered_contiguously_from_01() -> None:
-    assert len(NOTEBOOKS) >= 10
-    assert [p.name[:3] for p in NOTEBOOKS] == [f"{i:02d}_" for i in range(1, len(NOTEBOOKS) + 1)]
+    numbers = [int(p.name[:2]) for p in NOTEBOOKS]
+    assert len(NOTEBOOKS) >= 10 and all(p.name[2] == "_" for p in NOTEBOOKS)
+    # NOTE: notebook 11 (real traffic, issue 12) may land after 12+; only that gap is allowed.
+    expected = [i for i in range(1, max(numbers) + 1) if i != 11 or 11 in numbers]
+    assert numbers == expected
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
