@@ -20,9 +20,13 @@ from dataclasses import dataclass
 
 import pytest
 
-vllm = pytest.importorskip("vllm")
+try:
+    import vllm
+except ImportError:
+    pytest.skip("needs the vLLM environment (vLLM 0.22.1 not importable)", allow_module_level=True)
 if not vllm.__version__.startswith("0.22.1"):
-    pytest.skip(f"needs vLLM 0.22.1, found {vllm.__version__}", allow_module_level=True)
+    pytest.skip(f"needs the vLLM environment (vLLM 0.22.1, found {vllm.__version__})",
+                allow_module_level=True)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
