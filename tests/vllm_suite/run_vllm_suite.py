@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Run vLLM 0.22.1's own test files, unmodified, on the real vLLM and on kvlab; print the counts.
+
+Needs the vLLM environment: an interpreter where vLLM 0.22.1 imports (``../shared/oracle/
+setup_oracle_venv.sh VENV``) and vLLM's source tree with its tests (only the sdist has them)::
+
+    mkdir -p /work/vllm-src/T && cd /work/vllm-src && TMPDIR=$PWD/T pip download --no-deps \\
+        --no-binary :all: --no-build-isolation --no-clean vllm==0.22.1 -d DIR   # ends with an error
+    ln -sfn T/pip-download-*/vllm_*/ /work/vllm-src/src
+    VENV/bin/python tests/vllm_suite/run_vllm_suite.py --src /work/vllm-src/src
+
+Each file runs twice in a subprocess from the source tree (``--noconftest``: vLLM's root conftest
+needs packages the CPU environment lacks and these files use none of its fixtures): once as is, once
+with ``-p kvlab_redirect`` (vLLM's KV-cache modules served by kvlab's). Exit 1 when a test that
+passes on vLLM fails on kvlab.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+FILES = [
+    "tests/v1/core/test_prefix_caching.py",
+    "tests/v1/core/test_kv_cache_utils.py",
+    "tests/v1/core/test_single_type_kv_cache_manager.py",
+    "tests/v1/core/test_kv_cache_metrics.py",
+    "tests/v1/test_request.py",
+    "tests/v1/core/test_kv_sharing.py",
+    "tests/v1/core/test_scheduler.py",
+    "tests/v1/worker/test_gpu_input_batch.py",
+]
+_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)")
+
+
+def run_file(python: str, src: Path, test_file: str, kvlab: bool, timeout: int) -> dict[str, str]:
+    """nodeid -> outcome for one file ("ERROR <file>" when it does not even collect)."""
+    env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR", PYTHONDONTWRITEBYTECODE="1")
+    cmd = [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "--noconftest", test_file]
+    if kvlab:
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE), env.get("PYTHONPATH", "")])
+        cmd[3:3] = ["-p", "kvlab_redirect"]
+    try:
+        proc = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True, timeout=timeout)
+        out = proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired:
+        return {test_file: "TIMEOUT"}
+    results = {}
+    for line in out.splitlines():
+        m = _LINE.match(line)
+        if m:
+            results[m.group(2)] = m.group(1)
+    if not results:
+        tail = " | ".join(out.strip().splitlines()[-3:])
+        results[test_file] = f"ERROR ({tail[:300]})"
+    return results
+
+
+def _count(results: dict[str, str]) -> str:
+    passed = sum(v == "PASSED" for v in results.values())
+    return f"{passed}/{len(results)}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--src", type=Path, default=Path(os.environ.get("KVLAB_VLLM_SRC", "/work/vllm-src/src")))
+    ap.add_argument("--python", default=sys.executable, help="an interpreter with vLLM 0.22.1")
+    ap.add_argument("--timeout", type=int, default=480, help="seconds per file and side")
+    ap.add_argument("-v", "--verbose", action="store_true", help="list every test failing on kvlab only")
+    ap.add_argument("files", nargs="*", default=FILES)
+    args = ap.parse_args(argv)
+    src = args.src.resolve()
+    if not (src / "tests" / "v1").is_dir():
+        ap.error(f"{src} has no tests/v1: point --src at vLLM 0.22.1's unpacked sdist")
+    print("| vLLM 0.22.1 test file | passed on vLLM | passed on kvlab | pass on vLLM, fail on kvlab |")
+    print("|---|---|---|---|")
+    regressions = {}
+    for test_file in args.files:
+        real = run_file(args.python, src, test_file, False, args.timeout)
+        ours = run_file(args.python, src, test_file, True, args.timeout)
+        lost = sorted(k for k, v in real.items() if v == "PASSED" and ours.get(k) != "PASSED")
+        if any(k == test_file for k in ours):
+            lost = [f"{test_file}: {ours[test_file]}"]
+        regressions[test_file] = lost
+        print(f"| {test_file} | {_count(real)} | {_count(ours)} | {len(lost)} |", flush=True)
+    if args.verbose:
+        for test_file, lost in regressions.items():
+            for nodeid in lost:
+                print(f"  kvlab only fails: {nodeid}")
+    return 1 if any(regressions.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
