@@ -226,8 +226,12 @@ def _gen_mm_extra_hash_keys(
     return extra_keys, curr_mm_idx
 
 
-def _prompt_embeds_bytes(block_embeds: Any) -> bytes | memoryview:
-    """Raw bytes of a slice of prompt embeddings (torch tensor or numpy-like), row-major."""
+def tensor_data(block_embeds: Any) -> bytes | memoryview:
+    """Raw bytes of a slice of prompt embeddings (torch tensor or numpy-like), row-major.
+
+    Mirrors: vllm/v1/utils.py::tensor_data (imported by vLLM's kv_cache_utils; kvlab also takes
+    numpy arrays). Raises TypeError for anything else.
+    """
     torch = sys.modules.get("torch")  # NOTE: never imported here; present if a tensor was passed
     if torch is not None and isinstance(block_embeds, torch.Tensor):
         flat = block_embeds.flatten().cpu().contiguous().view(torch.uint8)
@@ -253,7 +257,9 @@ def _gen_prompt_embeds_extra_hash_keys(
     embeds_hash = request._prompt_embeds_per_block_hashes.get(block_range)
     if embeds_hash is None:
         block_embeds = request.prompt_embeds[start_token_idx:end_token_idx]
-        embeds_hash = hashlib.sha256(_prompt_embeds_bytes(block_embeds)).digest()
+        # NOTE: looked up in kv_cache_utils at call time, where vLLM's tests patch it.
+        to_bytes = getattr(sys.modules.get("kvlab.core.kv_cache_utils"), "tensor_data", tensor_data)
+        embeds_hash = hashlib.sha256(to_bytes(block_embeds)).digest()
         request._prompt_embeds_per_block_hashes[block_range] = embeds_hash
     return [embeds_hash]
 

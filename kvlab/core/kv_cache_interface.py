@@ -29,6 +29,7 @@ from kvlab.core.dtypes import (
     get_dtype_size,
     get_kv_quant_mode,
     is_quantized_kv_cache,
+    kv_cache_uses_per_token_head_scales,
 )
 from kvlab.core.kv_cache_spec import (
     AttentionSpec,
@@ -76,6 +77,7 @@ __all__ = [
     "get_kv_cache_spec_sliding_window",
     "get_kv_quant_mode",
     "is_quantized_kv_cache",
+    "kv_cache_uses_per_token_head_scales",
 ]
 
 

@@ -2,8 +2,10 @@
 
 Mirrors: vllm/v1/core/kv_cache_metrics.py (BlockMetricsState, KVCacheMetricsCollector).
 Differs: the random source and the clock are injectable (``rng``, ``clock_ns``) so tests can
-be exact; by default they are the ``random`` module and ``time.monotonic_ns``, as in vLLM.
-An invalid sample_rate raises ValueError (vLLM asserts).
+be exact; by default they are the ``random`` module and ``time.monotonic_ns``, as in vLLM
+(looked up at each call, so ``unittest.mock.patch("time.monotonic_ns")`` works as on vLLM).
+An invalid sample_rate raises InvalidSampleRateError, both a ValueError and an AssertionError
+(vLLM asserts).
 
 BlockPool calls the hooks: ``on_block_allocated`` (get_new_blocks; a sampled block starts
 being tracked), ``on_block_accessed`` (touch), ``on_block_evicted`` (every
@@ -32,10 +34,20 @@ from typing import TYPE_CHECKING, Protocol
 
 from kvlab.core.metrics import KVCacheEvictionEvent
 
+
+
+class InvalidSampleRateError(ValueError, AssertionError):
+    """sample_rate outside (0, 1]: a ValueError for kvlab's callers, an AssertionError as vLLM's."""
+
+
+def _monotonic_ns() -> int:
+    return time.monotonic_ns()  # NOTE: looked up per call, so patching time.monotonic_ns works
+
+
 if TYPE_CHECKING:
     from kvlab.core.kv_cache_block import KVCacheBlock
 
-__all__ = ["BlockMetricsState", "KVCacheMetricsCollector"]
+__all__ = ["BlockMetricsState", "InvalidSampleRateError", "KVCacheMetricsCollector"]
 
 
 class _Rng(Protocol):
@@ -51,7 +63,7 @@ class BlockMetricsState:
         clock_ns: Monotonic clock in nanoseconds.
     """
 
-    def __init__(self, clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(self, clock_ns: Callable[[], int] = _monotonic_ns) -> None:
         self._clock_ns = clock_ns
         now_ns = clock_ns()
         self.birth_time_ns = now_ns
@@ -89,17 +101,18 @@ class KVCacheMetricsCollector:
         clock_ns: Monotonic clock in nanoseconds (default: ``time.monotonic_ns``).
 
     Raises:
-        ValueError: If sample_rate is not in (0, 1].
+        InvalidSampleRateError: (a ValueError and an AssertionError) If sample_rate is not in
+            (0, 1].
     """
 
     def __init__(
         self,
         sample_rate: float = 0.01,
         rng: _Rng | None = None,
-        clock_ns: Callable[[], int] = time.monotonic_ns,
+        clock_ns: Callable[[], int] = _monotonic_ns,
     ) -> None:
         if not 0 < sample_rate <= 1.0:
-            raise ValueError(f"sample_rate must be in (0, 1.0], got {sample_rate}")
+            raise InvalidSampleRateError(f"sample_rate must be in (0, 1.0], got {sample_rate}")
         self.sample_rate = sample_rate
         self._rng = rng if rng is not None else random
         self._clock_ns = clock_ns

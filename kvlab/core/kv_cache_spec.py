@@ -38,8 +38,12 @@ __all__ = [
 ]
 
 
-class KVCacheSpecMergeError(ValueError):
-    """Specs that must be identical to share a KV cache group are not (vLLM: AssertionError)."""
+class KVCacheSpecMergeError(ValueError, AssertionError):
+    """Specs that must be identical to share a KV cache group are not.
+
+    Both a ValueError (kvlab's convention for bad input) and an AssertionError (what vLLM raises
+    there), so callers written for either catch it.
+    """
 
 
 def _check(condition: bool, message: str) -> None:
@@ -123,7 +127,8 @@ class AttentionSpec(KVCacheSpec):
         super().__post_init__()
         _positive_int("num_kv_heads", self.num_kv_heads)
         _positive_int("head_size", self.head_size)
-        get_dtype_size(self.dtype)  # raises ValueError for an unknown dtype
+        if self.dtype is not None:  # vLLM accepts dtype=None until a size is asked for
+            get_dtype_size(self.dtype)  # raises ValueError for an unknown dtype
 
     @property
     def page_size_bytes(self) -> int:

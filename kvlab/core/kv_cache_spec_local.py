@@ -219,11 +219,8 @@ class MambaSpec(KVCacheSpec):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if len(self.shapes) != len(self.dtypes):
-            raise ValueError(
-                f"MambaSpec needs one dtype per shape: {len(self.shapes)} shapes, "
-                f"{len(self.dtypes)} dtypes"
-            )
+        # NOTE: as vLLM, shapes and dtypes are paired by zip: a shape without a dtype adds nothing
+        # to page_size_bytes (vLLM's tests build MambaSpec(shapes=(s1, s2), dtypes=(d,))).
         for dtype in self.dtypes:
             get_dtype_size(dtype)
 
@@ -232,7 +229,7 @@ class MambaSpec(KVCacheSpec):
         """Sum of the state tensors' bytes, or page_size_padded if set (bytes)."""
         page_size = sum(
             prod(shape) * get_dtype_size(dtype)
-            for shape, dtype in zip(self.shapes, self.dtypes, strict=True)
+            for shape, dtype in zip(self.shapes, self.dtypes)  # noqa: B905 - vLLM's pairing
         )
         if self.page_size_padded is not None:
             if self.page_size_padded < page_size:

@@ -36,6 +36,7 @@ from kvlab.core.block_hash import (
     make_block_hash_with_group_id,
     maybe_convert_block_hash,
     need_extra_keys,
+    tensor_data,
 )
 from kvlab.core.hashing import get_hash_fn_by_name, sha256, sha256_cbor, xxhash, xxhash_cbor
 from kvlab.core.kv_cache_block import FreeKVCacheBlockQueue, KVCacheBlock
@@ -93,6 +94,7 @@ __all__ = [
     "resolve_kv_cache_block_sizes",
     "sha256",
     "sha256_cbor",
+    "tensor_data",
     "unify_kv_cache_spec_page_size",
     "xxhash",
     "xxhash_cbor",

@@ -26,7 +26,17 @@ import numpy as np
 from kvlab.worker.cpu_gpu_buffer import CpuGpuBuffer
 from kvlab.worker.slot_mapping import PAD_SLOT_ID, compute_slot_ids
 
-__all__ = ["BlockTable", "map_to_kernel_blocks"]
+__all__ = ["BlockTable", "MultiGroupBlockTable", "map_to_kernel_blocks"]
+
+
+def __getattr__(name: str) -> Any:
+    # vLLM defines MultiGroupBlockTable in this module; kvlab keeps it in its own file (which
+    # imports this one), so it is served lazily under vLLM's module name.
+    if name == "MultiGroupBlockTable":
+        from kvlab.worker.multi_group_block_table import MultiGroupBlockTable
+
+        return MultiGroupBlockTable
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _INT32_MAX = np.iinfo(np.int32).max
 

@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(_skip_reason() is not None, r
 # Files where every test that passes on vLLM passes on kvlab (kept in step with fidelity.md).
 CLEAN = [
     "tests/v1/test_request.py",
+    "tests/v1/core/test_kv_cache_metrics.py",
+    "tests/v1/core/test_kv_sharing.py",
 ]
 
 
