@@ -311,5 +311,7 @@ def trace_info(path: Path) -> None:
         raise click.ClickException(f"{path}: damaged trace: {exc}") from exc
 
 
+main.add_command(__import__("kvlab.slides", fromlist=["slides"]).slides)  # kvlab slides NN
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
