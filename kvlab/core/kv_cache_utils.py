@@ -9,6 +9,7 @@ Mirrors: vllm/v1/core/kv_cache_utils.py, split by concept (vLLM's file is 2,100 
                              BlockHashListWithBlockSize
 ``kvlab.core.kv_cache_block``  KVCacheBlock, FreeKVCacheBlockQueue
 ``kvlab.core.kv_cache_sizing``  get_num_blocks, get_kv_cache_groups, get_kv_cache_config, ...
+``kvlab.core.kv_cache_sizing_workers``  get_kv_cache_configs, generate_scheduler_kv_cache_config
 ===========================  ==============================================================
 
 Everything is importable from here by vLLM's names. ``kv_cache_utils.NONE_HASH`` always reads
@@ -40,6 +41,11 @@ from kvlab.core.block_hash import (
 )
 from kvlab.core.hashing import get_hash_fn_by_name, sha256, sha256_cbor, xxhash, xxhash_cbor
 from kvlab.core.kv_cache_block import FreeKVCacheBlockQueue, KVCacheBlock
+from kvlab.core.kv_cache_sizing_workers import (
+    generate_scheduler_kv_cache_config,
+    get_kv_cache_configs,
+    project_kv_cache_groups_to_worker,
+)
 from kvlab.core.kv_cache_sizing import (
     check_enough_kv_cache_memory,
     create_kv_cache_group_specs,
@@ -71,6 +77,9 @@ __all__ = [
     "create_kv_cache_group_specs",
     "estimate_max_model_len",
     "generate_block_hash_extra_keys",
+    "generate_scheduler_kv_cache_config",
+    "get_kv_cache_configs",
+    "project_kv_cache_groups_to_worker",
     "get_block_hash",
     "get_group_id",
     "get_hash_fn_by_name",
@@ -99,6 +108,10 @@ __all__ = [
     "xxhash",
     "xxhash_cbor",
 ]
+
+
+# vLLM's private name for the worker projection (its tests import it).
+_project_kv_cache_groups_to_worker = project_kv_cache_groups_to_worker
 
 
 def __getattr__(name: str) -> Any:
