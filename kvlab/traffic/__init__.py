@@ -1,0 +1,31 @@
+"""kvlab.traffic: real request traces through vLLM's exact cache policy (and two others).
+
+* ``read_mooncake`` reads the Mooncake FAST'25 trace format into ``TrafficRequest``s;
+  ``synthesize_tokens`` derives token ids from its hash ids (equal ids = equal prefix blocks).
+* ``prepare_blocks`` hashes every prompt once at a kvlab block size (``BlockedTraffic``).
+* ``replay_sequence`` replays it on the "sequence" clock through vLLM 0.22.1 (kvlab.core),
+  nano-vllm's BlockManager, SGLang's radix tree, or the infinite cache (``ReplayResult``).
+
+Example:
+    >>> reqs = read_mooncake_lines([
+    ...     '{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [0, 1]}',
+    ...     '{"timestamp": 1, "input_length": 1100, "output_length": 1, "hash_ids": [0, 1, 2]}'])
+    >>> replay_sequence(prepare_blocks(reqs, 512), "vllm", 4096).hit_tokens
+    1024
+"""
+
+from kvlab.traffic.blocks import BlockedTraffic, prepare_blocks
+from kvlab.traffic.mooncake import (
+    MOONCAKE_BLOCK_SIZE,
+    TrafficRequest,
+    read_mooncake,
+    read_mooncake_lines,
+    synthesize_tokens,
+)
+from kvlab.traffic.replay import CACHES, ReplayResult, infinite_hits, replay_sequence
+
+__all__ = [
+    "CACHES", "MOONCAKE_BLOCK_SIZE", "BlockedTraffic", "ReplayResult", "TrafficRequest",
+    "infinite_hits", "prepare_blocks", "read_mooncake", "read_mooncake_lines", "replay_sequence",
+    "synthesize_tokens",
+]  # fmt: skip

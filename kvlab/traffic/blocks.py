@@ -1,0 +1,164 @@
+"""Block hashes of real traffic at one kvlab block size, computed once and shared by every replay.
+
+Every replay needs, per request, the block hashes of its full prompt blocks. Computing them
+from token lists costs one hash per block per replay; a capacity sweep replays the same trace
+many times, so ``prepare_blocks`` computes them once:
+
+* requests with real token ids: kvlab's chained hashing over the tokens
+  (``kvlab.core.block_hash.hash_block_tokens``, exactly as ``get_request_block_hasher``);
+* Mooncake requests (hash ids): the same hashing over ``synthesize_tokens``, memoized per
+  hash id: since a hash id names a whole prefix, the ``512 // block_size`` block hashes inside
+  it are the same in every request that names it. The result equals hashing each request's
+  synthesized tokens from scratch (tests check it) at a fraction of the cost.
+
+Each distinct block hash also gets a small int ``key`` (first-seen order), so caches that work
+on ints (the radix tree, the infinite cache, the prefix counts) skip the 32-byte hashes.
+
+Example:
+    >>> from kvlab.traffic.mooncake import read_mooncake_lines
+    >>> reqs = read_mooncake_lines([
+    ...     '{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [0, 1]}',
+    ...     '{"timestamp": 1, "input_length": 700, "output_length": 1, "hash_ids": [0, 2]}'])
+    >>> b = prepare_blocks(reqs, block_size=256)
+    >>> b.keys
+    [[0, 1, 2, 3], [0, 1]]
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kvlab.core.block_hash import BlockHash, hash_block_tokens, init_none_hash
+from kvlab.core.hashing import sha256
+from kvlab.traffic.mooncake import TrafficRequest
+
+__all__ = ["BlockedTraffic", "prepare_blocks"]
+
+
+@dataclass
+class BlockedTraffic:
+    """Traffic at one block size.
+
+    Attributes:
+        requests: The requests, in arrival order.
+        block_size: kvlab block size (tokens).
+        block_hashes: Per request, the BlockHash of each full prompt block
+            (``num_prompt_tokens // block_size`` of them).
+        keys: Per request, an int per full prompt block; equal keys <=> equal prefixes.
+        num_keys: Distinct block hashes (distinct prefix blocks).
+    """
+
+    requests: list[TrafficRequest]
+    block_size: int
+    block_hashes: list[list[BlockHash]]
+    keys: list[list[int]]
+    num_keys: int
+
+    def __len__(self) -> int:
+        return len(self.requests)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        """Prompt tokens of all requests (tokens)."""
+        return sum(r.num_prompt_tokens for r in self.requests)
+
+    def index_of(self, request_id: str) -> int:
+        """Position of ``request_id``.
+
+        Raises:
+            KeyError: Naming a few known ids when it is unknown.
+        """
+        for i, r in enumerate(self.requests):
+            if r.request_id == request_id:
+                return i
+        some = ", ".join(r.request_id for r in self.requests[:3])
+        raise KeyError(f"no request {request_id!r} (ids look like {some}, ...)")
+
+
+def ensure_none_hash(hash_fn: Callable[[Any], bytes] = sha256) -> None:
+    """Set kvlab's NONE_HASH once per process (never re-set it: held hashes would go stale)."""
+    if not hasattr(sys.modules["kvlab.core.block_hash"], "NONE_HASH"):
+        init_none_hash(hash_fn)
+
+
+def _check_block_size(block_size: int, requests: Sequence[TrafficRequest]) -> None:
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be an int >= 1 (tokens), got {block_size!r}")
+    for r in requests:
+        if r.hash_ids is not None and r.hash_block_size % block_size:
+            raise ValueError(
+                f"block_size {block_size} does not divide the trace's hash block size "
+                f"{r.hash_block_size}; allowed: the divisors of {r.hash_block_size}"
+            )
+
+
+def _hash_tokens(tokens: Sequence[int], block_size: int, parent: BlockHash | None,
+                 hash_fn: Callable[[Any], bytes]) -> list[BlockHash]:  # fmt: skip
+    out = []
+    for start in range(0, len(tokens) - block_size + 1, block_size):
+        parent = hash_block_tokens(hash_fn, parent, tokens[start : start + block_size])
+        out.append(parent)
+    return out
+
+
+def _hash_ids_blocks(req: TrafficRequest, block_size: int, memo: dict,
+                     hash_fn: Callable[[Any], bytes]) -> list[BlockHash]:  # fmt: skip
+    assert req.hash_ids is not None
+    h_size, out = req.hash_block_size, []
+    parent: BlockHash | None = None
+    last = len(req.hash_ids) - 1
+    for k, h in enumerate(req.hash_ids):
+        n = h_size if k < last else req.num_prompt_tokens - last * h_size
+        # NOTE: a hash id names a prefix, so its blocks' hashes depend on (id, length) only.
+        got = memo.get((h, n))
+        if got is None:
+            tokens = range(h * h_size, h * h_size + n)
+            got = memo[(h, n)] = _hash_tokens(tokens, block_size, parent, hash_fn)
+        out.extend(got)
+        if got:
+            parent = got[-1]
+    return out
+
+
+def prepare_blocks(
+    requests: Sequence[TrafficRequest],
+    block_size: int,
+    hash_fn: Callable[[Any], bytes] = sha256,
+    progress: bool = False,
+) -> BlockedTraffic:
+    """Hash every request's full prompt blocks at ``block_size`` (see the module docstring).
+
+    Args:
+        requests: The traffic (``read_mooncake`` / ``load_traffic``).
+        block_size: kvlab block size (tokens); for hash-id requests a divisor of their
+            hash block size (512 for Mooncake).
+        hash_fn: The prefix-cache hash function (``kvlab.core.hashing``), vLLM's default sha256.
+        progress: Show a tqdm progress bar.
+
+    Returns:
+        The BlockedTraffic.
+
+    Raises:
+        ValueError: If block_size is not a positive int, or does not divide a hash block size.
+    """
+    _check_block_size(block_size, requests)
+    ensure_none_hash()
+    memo: dict = {}
+    intern: dict[BlockHash, int] = {}
+    all_hashes, all_keys = [], []
+    it: Any = requests
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(requests, desc=f"hashing blocks (block size {block_size})", unit="req")
+    for req in it:
+        if req.hash_ids is not None:
+            hashes = _hash_ids_blocks(req, block_size, memo, hash_fn)
+        else:
+            hashes = _hash_tokens(req.prompt_token_ids or (), block_size, None, hash_fn)
+        all_hashes.append(hashes)
+        all_keys.append([intern.setdefault(h, len(intern)) for h in hashes])
+    return BlockedTraffic(list(requests), block_size, all_hashes, all_keys, len(intern))
