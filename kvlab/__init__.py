@@ -4,7 +4,7 @@
 (``kvlab.trace``) are pure Python. The engine names (``LLM``, ``SamplingParams``) load torch on
 first use.
 
-Example:
+Examples:
     >>> from kvlab import LLM, SamplingParams                    # needs kvlab[model]
     >>> llm = LLM(num_gpu_blocks=64)                              # SmolLM2-135M on kvlab's cache
     >>> llm.generate(["The capital of France is"], SamplingParams(max_tokens=2))[0].text

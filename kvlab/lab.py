@@ -5,7 +5,7 @@ repository, not in the installed package: by default the folder is ``./notebooks
 current directory is a checkout, else the checkout the package was installed from in editable
 mode (``pip install -e .``).
 
-Example:
+Examples:
     >>> lab_command("notebooks", port=8899)[1:4]              # doctest: +SKIP
     ['-m', 'jupyterlab', '--ServerApp.root_dir=/home/me/kvlab/notebooks']
     >>> launch_lab()                                          # doctest: +SKIP

@@ -102,6 +102,11 @@ def _counts_panel(result: Any) -> Panel:
     return Panel("\n".join(lines), title="What the KV-cache manager did", title_align="left")
 
 
+def _plural(n: int, noun: str) -> str:
+    """``1 token``, ``2 tokens``, ``1,781 events``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def print_demo_report(console: Console, result: Any, paths: dict[str, Path]) -> None:
     """Print the demo report: requests, cache counts, the final free queue and the shared chain."""
     from kvlab.viz import render_free_queue, render_hash_chain, render_pool_grid
@@ -118,8 +123,8 @@ def print_demo_report(console: Console, result: Any, paths: dict[str, Path]) -> 
     shared = [r.request_id for r in result.requests if r.act == "shared prompt"]
     at = result.act_end.get("shared prompt", last)
     console.print(Panel(render_hash_chain(trace, at, shared), title_align="left",
-                        title=f"Hash chains of the shared-prompt requests when act 1 ended (event {at}): "
-                              "the common prefix is drawn once"))
+                        title=f"Shared-prompt hash chains at event {at:,} (end of act 1)",
+                        subtitle="the common prefix is drawn once", subtitle_align="left"))
     console.print(Text.assemble(("trace: ", "bold"), str(paths["trace"]), "   ",
                                 ("player: ", "bold"), str(paths["html"]), "   ",
                                 ("summary: ", "bold"), str(paths["summary"])))
@@ -134,14 +139,14 @@ def print_generation(console: Console, llm: Any, out: Any) -> None:
     trace = llm.trace
     last = len(trace) - 1
     console.print(Panel(out.text.strip() or "(empty)", title=f"{out.request_id} · "
-                        f"{len(out.output_token_ids)} tokens · {out.finish_reason}", title_align="left"))
+                        f"{_plural(len(out.output_token_ids), 'token')} · {out.finish_reason}", title_align="left"))
     alloc = trace.calls("allocate_slots", request=out.request_id)
     blocks: list[int] = []
     for call in alloc:
         blocks += [e for e in _added_blocks(trace, call)]
     bs = llm.block_size
     n = len(out.prompt_token_ids) + len(out.output_token_ids)
-    console.print(f"block table of {out.request_id} ({n} tokens, block_size {bs}): "
+    console.print(f"block table of {out.request_id} ({_plural(n, 'token')}, block_size {bs}): "
                   f"{blocks}  (logical block i holds tokens [i·{bs}, (i+1)·{bs}))")
     console.print(render_pool_grid(trace, last))
     if n < bs:

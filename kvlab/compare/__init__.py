@@ -15,7 +15,7 @@ Three caches, one workload, one driver, one set of numbers:
   optional) and ``KVEventTraceBuilder`` rebuilds its cached set as a kvlab trace.
 * ``cli_compare`` is the ``kvlab compare`` command.
 
-Example:
+Examples:
     >>> from kvlab.compare import compare, shared_system_prompt
     >>> c = compare(shared_system_prompt(4, 32, 8, 4), pool_tokens=256, block_size=16)
     >>> {s.policy: s.hit_tokens for s in c.summaries()}

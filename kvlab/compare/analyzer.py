@@ -18,7 +18,7 @@ num_steps           steps until the last request finished
 Rich tables live in ``kvlab.viz.compare_tables``; SVG plots in ``kvlab.compare.svg_plot``
 (``Comparison.to_svg``).
 
-Example:
+Examples:
     >>> from kvlab.compare.workloads import shared_system_prompt
     >>> c = compare(shared_system_prompt(4, 32, 8, 4), pool_tokens=256, block_size=16)
     >>> [c.summary(p).hit_tokens for p in c.runs]

@@ -7,7 +7,7 @@ rich is imported only here (it is an optional dependency of kvlab).
 Workloads by name: ``system-prompt``, ``multi-turn``, ``rag``, ``few-shot``; or a path to a
 ``.jsonl`` workload, a saved kvlab trace (``.kvtrace`` or any other file ``load_trace`` reads).
 
-Example:
+Examples:
     >>> rich.print(cli_compare("rag", pool_tokens=2048))           # doctest: +SKIP
 """
 

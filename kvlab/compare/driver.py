@@ -18,7 +18,7 @@ radix policy prefill whole prompts). Recomputed tokens are counted when a preemp
 admitted again: every token but the last had KV before, so ``num_tokens - 1 - hit`` of them are
 computed a second time.
 
-Example:
+Examples:
     >>> from kvlab.compare.workloads import shared_system_prompt
     >>> run = run_workload(shared_system_prompt(4, 32, 8, 4), "radix", pool_tokens=256)
     >>> run.requests["sys-1"].first_hit_tokens

@@ -16,7 +16,7 @@ and ref counts never leave the engine. The rebuilt trace therefore shows the cac
   group is ``group_idx`` (None -> 0). A removal of a hash never stored (the stream was joined
   late) is counted in ``num_unknown_removed`` and skipped.
 
-Example:
+Examples:
     >>> from kvlab.core.kv_events import BlockStored, BlockRemoved, KVEventBatch
     >>> b = KVEventTraceBuilder(num_blocks=4)
     >>> b.add_batch(KVEventBatch(0.0, [BlockStored([7, 8], None, [], 16, None, "GPU", None)]))

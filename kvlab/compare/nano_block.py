@@ -2,7 +2,7 @@
 
 Mirrors: nanovllm/engine/block_manager.py (Block, BlockManager.compute_hash).
 
-Example:
+Examples:
     >>> b = NanoBlock(3); b.reset(); (b.ref_count, b.hash)
     (1, -1)
     >>> compute_hash([3, 4], compute_hash([1, 2])) != compute_hash([3, 4])

@@ -40,7 +40,7 @@ deallocate  ()                           (num_blocks_freed,)  blocks whose ref_c
 Lookups are recorded for the full blocks nano-vllm probes before its first miss (after it, a
 probe's answer is ignored, so it is not recorded).
 
-Example:
+Examples:
     >>> mgr = NanoBlockManager(num_blocks=4, block_size=2)
     >>> a = NanoSequence("a", [1, 2, 3, 4, 5], block_size=2); mgr.allocate(a); a.block_table
     [0, 1, 2]

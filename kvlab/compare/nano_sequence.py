@@ -10,7 +10,7 @@ Blocks are cut from the token list by position; the last one may be partial::
     token_ids   [t0 t1 t2 t3][t4 t5 t6 t7][t8 t9]      block_size 4
     block(i)     block(0)     block(1)     block(2)    num_blocks 3, last_block_num_tokens 2
 
-Example:
+Examples:
     >>> seq = NanoSequence("r0", list(range(10)), block_size=4)
     >>> seq.num_blocks, seq.block(2), seq.last_block_num_tokens
     (3, [8, 9], 2)

@@ -17,7 +17,7 @@ starts have no event, so ``nano_config`` lists them (``stale_entries_at_start``)
 so ``Trace.state_at(i)`` of a recorded run equals ``nano_state(manager)`` after event i, and
 the pool, free-queue and block-table views draw it unchanged.
 
-Example:
+Examples:
     >>> from kvlab.compare.nano_block_manager import NanoSequence
     >>> mgr = NanoBlockManager(num_blocks=4, block_size=2)
     >>> rec = record_nano(mgr)

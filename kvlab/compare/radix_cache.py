@@ -22,7 +22,7 @@ Differs from SGLang: time is a logical clock (one tick per match_prefix / insert
 reproducible) and LRU ties go to the lower node_id; there is no host (hierarchical) cache, no
 page size > 1, no EAGLE key conversion. Node ids are kvlab's (root = 0, then creation order).
 
-Example:
+Examples:
     >>> cache = RadixCache(TokenToKVPoolAllocator(16))
     >>> cache.insert((1, 2, 3, 4), cache.token_to_kv_pool_allocator.alloc(4))
     0

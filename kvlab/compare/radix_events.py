@@ -21,7 +21,7 @@ SLOTS_ALLOCATED slots                                  slots leave the head of t
 SLOTS_FREED     slots                                  slots join the end of the free list
 ==============  =====================================  ========================================
 
-Example:
+Examples:
     >>> from kvlab.compare.radix_cache import RadixCache
     >>> from kvlab.compare.radix_pool import TokenToKVPoolAllocator
     >>> cache = RadixCache(TokenToKVPoolAllocator(8)); rec = RadixRecorder.attach(cache)

@@ -4,7 +4,7 @@ Mirrors: sglang/srt/mem_cache/allocator.py::TokenToKVPoolAllocator (page size 1)
 reserved for padding, slots 1..size are handed out from the front of a free list and returned
 to its end. kvlab keeps the free list as a deque (SGLang uses a tensor and concatenates).
 
-Example:
+Examples:
     >>> pool = TokenToKVPoolAllocator(size=4)
     >>> pool.alloc(3), pool.available_size()
     ([1, 2, 3], 1)

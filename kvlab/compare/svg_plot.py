@@ -3,7 +3,7 @@
 One polyline per series, shared axes starting at 0, about five "nice" ticks per axis, a legend
 top-left. Series may have different lengths (runs that take different numbers of steps).
 
-Example:
+Examples:
     >>> svg = line_plot_svg({"a": [0, 2, 4], "b": [1, 1]}, title="demo", x_label="step")
     >>> svg.startswith("<svg") and svg.count("<polyline") == 2
     True

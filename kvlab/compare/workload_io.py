@@ -13,7 +13,7 @@ hash (the same hash -> the same tokens), every other position gets tokens of its
 length and arrival step come from the request's first ``get_computed_blocks``; its length at
 the end from its ``allocate_slots`` calls.
 
-Example:
+Examples:
     >>> w = from_jsonl_lines(['{"prompt_token_ids": [5, 6], "max_tokens": 2, "arrival_step": 1}'])
     >>> w.requests[0].request_id, w.requests[0].arrival_step
     ('req-0', 1)

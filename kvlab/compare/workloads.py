@@ -16,7 +16,7 @@ few_shot                 an instruction and k solved examples (fixed order), the
 
 ``kvlab.compare.workload_io`` reads workloads from JSONL files and saved kvlab traces.
 
-Example:
+Examples:
     >>> w = shared_system_prompt(num_requests=3, system_len=32, user_len=8, max_tokens=4)
     >>> [len(r.prompt_token_ids) for r in w.requests], w.requests[1].arrival_step
     ([40, 40, 40], 1)

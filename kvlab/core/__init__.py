@@ -5,7 +5,7 @@ SingleTypeKVCacheManager → BlockPool, plus the scheduler in ``kvlab.core.sched
 the standard library, xxhash and cbor2. Instrumentation enters through one recorder
 (``kvlab.core.recorder.KVRecorder``; None = off).
 
-Example:
+Examples:
     >>> from kvlab.core import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheManager,
     ...                         Request, SamplingParams, get_request_block_hasher, init_none_hash, sha256)
     >>> init_none_hash(sha256)

@@ -12,7 +12,7 @@ blocks::
     H0 = hash_fn((NONE_HASH, (t0..t3), extra_keys_0))
     H1 = hash_fn((H0,        (t4..t7), extra_keys_1))
 
-Example:
+Examples:
     >>> from kvlab.core.hashing import sha256
     >>> init_none_hash(sha256)
     >>> h0 = hash_block_tokens(sha256, None, [1, 2, 3, 4])

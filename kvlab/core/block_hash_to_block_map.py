@@ -3,7 +3,7 @@
 Mirrors: vllm/v1/core/block_pool.py::BlockHashToBlockMap. Re-exported by
 ``kvlab.core.block_pool``.
 
-Example:
+Examples:
     >>> from kvlab.core.kv_cache_block import KVCacheBlock
     >>> cache = BlockHashToBlockMap()
     >>> cache.insert(b"k", KVCacheBlock(3)); cache.insert(b"k", KVCacheBlock(5))

@@ -12,7 +12,7 @@ Life of a block with prefix caching on::
     free + cached --touch (a cache hit)--> in use + cached
     free + cached --get_new_blocks pops it--> evicted (hash cleared) and reused
 
-Example:
+Examples:
     >>> pool = BlockPool(num_gpu_blocks=5, enable_caching=True, hash_block_size=4)
     >>> pool.null_block.block_id, pool.get_num_free_blocks()
     (0, 4)

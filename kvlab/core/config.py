@@ -7,7 +7,7 @@ kvlab keeps one flat dataclass and exposes ``model_config``, ``scheduler_config`
 ``parallel_config`` and ``cache_config`` as properties returning the object itself, so code
 written against vLLM's nested paths works on it unchanged (and so does a real VllmConfig).
 
-Example:
+Examples:
     >>> cfg = VllmConfig(max_model_len=4096, max_num_batched_tokens=2048)
     >>> cfg.model_config.max_model_len, cfg.scheduler_config.max_num_batched_tokens
     (4096, 2048)

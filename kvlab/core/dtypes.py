@@ -7,7 +7,7 @@ vLLM's ``--kv-cache-dtype`` names) or as any object whose ``str()`` ends with su
 the last dot (``torch.float32`` -> ``"torch.float32"``; numpy's ``dtype('float16')`` ->
 ``"float16"``).
 
-Example:
+Examples:
     >>> get_dtype_size("bfloat16"), get_dtype_size("fp8_e4m3"), get_dtype_size("float32")
     (2, 1, 4)
 """

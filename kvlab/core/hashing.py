@@ -15,7 +15,7 @@ name             serialisation                          digest                  
 ``xxhash_cbor``  ``cbor2.dumps(x, canonical=True)``     xxh3-128                16
 ===============  =====================================  ======================  ============
 
-Example:
+Examples:
     >>> sha256(1).hex()[:16]
     'bbe30a25430db256'
     >>> len(xxhash_cbor((b"", (1, 2), None)))

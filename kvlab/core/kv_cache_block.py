@@ -10,7 +10,7 @@ fake sentinel blocks that are never popped::
                   ^ popleft / popleft_n        ^ append / append_n
                   (evicted first)              (evicted last)
 
-Example:
+Examples:
     >>> blocks = [KVCacheBlock(i) for i in range(4)]
     >>> q = FreeKVCacheBlockQueue(blocks)
     >>> q.popleft().block_id, q.num_free_blocks

@@ -28,7 +28,7 @@ class KVCacheBlocks:
 
     Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheBlocks
 
-    Example:
+    Examples:
         >>> KVCacheBlocks(((), ())).get_block_ids(allow_none=True) is None
         True
     """

@@ -12,7 +12,7 @@ being tracked), ``on_block_accessed`` (touch), ``on_block_evicted`` (every
 ``_maybe_evict_cached_block`` call, cached or not: an eviction sample is taken only for a
 tracked block), ``reset`` (reset_prefix_cache).
 
-Example:
+Examples:
     >>> import random
     >>> ticks = iter(range(0, 10**10, 10**9))          # a clock advancing 1 s per read
     >>> c = KVCacheMetricsCollector(1.0, rng=random.Random(0), clock_ns=lambda: next(ticks))

@@ -9,7 +9,7 @@ Differs from vLLM: ``dtype`` is a name or any object whose str() ends with one (
 ``kvlab.core.dtypes``), checked at construction (unknown dtype -> ValueError); sizes are checked
 too; where vLLM asserts in ``merge`` kvlab raises KVCacheSpecMergeError (a ValueError).
 
-Example (the SmolLM2-135M cache: 3 KV heads of 64, fp32, 16 tokens per block):
+Examples:
     >>> spec = FullAttentionSpec(block_size=16, num_kv_heads=3, head_size=64, dtype="float32")
     >>> spec.page_size_bytes  # K and V: 16 tokens * 3 heads * (64 + 64) * 4 bytes
     24576

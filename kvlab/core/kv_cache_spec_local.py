@@ -4,7 +4,7 @@ Mirrors: vllm/v1/kv_cache_interface.py (ChunkedLocalAttentionSpec, SlidingWindow
 SlidingWindowMLASpec, MambaSpec, EncoderOnlyAttentionSpec, CrossAttentionSpec). Re-exported by
 ``kvlab.core.kv_cache_interface``; see ``kv_cache_spec`` for the dtype/validation differences.
 
-Example (a 4096-token sliding window, 2048-token steps, 16-token blocks):
+Examples:
     >>> from kvlab.core.config import VllmConfig
     >>> sw = SlidingWindowSpec(block_size=16, num_kv_heads=8, head_size=128, dtype="bfloat16",
     ...                        sliding_window=4096)

@@ -9,7 +9,7 @@ recorded vLLM stream: the tagged array ``["BlockStored", block_hashes, parent, .
 0.22 writes every field of an ``array_like`` struct; shorter arrays are read too, the missing
 trailing fields taking their defaults) and, for a batch, ``[ts, [events...], data_parallel_rank]``.
 
-Example:
+Examples:
     >>> ev = BlockRemoved(block_hashes=[7], medium=MEDIUM_GPU, group_idx=0)
     >>> ev.to_dict()
     {'type': 'BlockRemoved', 'block_hashes': [7], 'medium': 'GPU', 'group_idx': 0}

@@ -4,7 +4,7 @@ Mirrors: vllm/v1/metrics/stats.py (BaseCacheStats, PrefixCacheStats, CachingMetr
 KVCacheEvictionEvent). Only the cache-related part of that module; vLLM's scheduler and
 iteration stats are not mirrored.
 
-Example:
+Examples:
     >>> stats = PrefixCacheStats()
     >>> stats.record(num_tokens=48, num_hits=32, preempted=False)
     >>> stats.record(num_tokens=16, num_hits=16, preempted=True)

@@ -11,7 +11,7 @@ size), computed at construction and extended whenever output tokens complete a b
     all_token_ids  [p0 p1 p2 p3][p4 p5 o0 o1][o2 ..      (block_size 4, p = prompt, o = output)
     block_hashes    H0           H1           (o2's block is not full yet)
 
-Example:
+Examples:
     >>> from kvlab.core.kv_cache_utils import get_request_block_hasher, init_none_hash, sha256
     >>> init_none_hash(sha256)
     >>> req = Request("r0", [1, 2, 3, 4, 5, 6], SamplingParams(max_tokens=4), None,

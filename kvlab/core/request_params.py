@@ -5,7 +5,7 @@ vllm/sampling_params.py::SamplingParams, vllm/pooling_params.py::PoolingParams,
 vllm/lora/request.py::LoRARequest, vllm/multimodal/inputs.py::{MultiModalFeatureSpec,
 PlaceholderRange}, and vllm/v1/utils.py::ConstantList. Re-exported by ``kvlab.core.request``.
 
-Example:
+Examples:
     >>> SamplingParams(max_tokens=8).skip_reading_prefix_cache          # no prompt logprobs
     False
     >>> SamplingParams(max_tokens=8, prompt_logprobs=0).skip_reading_prefix_cache

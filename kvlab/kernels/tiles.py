@@ -110,7 +110,7 @@ def choose_num_splits(num_seqs: int, num_kv_heads: int, max_seq_len: int, sm_cou
         num_splits = clamp(ceil(PROGRAMS_PER_SM * sm_count / (num_seqs * num_kv_heads)),
                            1, min(MAX_NUM_SPLITS, ceil(max_seq_len / MIN_KEYS_PER_SPLIT)))
 
-    Example: H100 (132 SMs), 8 sequences x 8 KV heads x 8192 tokens -> ceil(528 / 64) = 9 splits.
+    For example, H100 (132 SMs), 8 sequences x 8 KV heads x 8192 tokens -> ceil(528 / 64) = 9 splits.
 
     Args:
         num_seqs: sequences in the decode batch.

@@ -7,8 +7,7 @@
   ``kv_caches[layer]: [2, num_blocks, block_size, num_kv_heads, head_dim]``, driven by
   ``AttentionMetadata`` (slot_mapping, block_table, seq_lens, query_start_loc).
 
-Example::
-
+Examples:
     >>> from kvlab.model import Model, build_attention_metadata
     >>> model = Model.from_pretrained(progress=False)
     >>> kv_caches = model.allocate_kv_caches(num_blocks=16, block_size=16)

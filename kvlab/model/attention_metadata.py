@@ -170,8 +170,7 @@ def build_attention_metadata(block_ids: Sequence[Sequence[int]],
         ValueError: no sequences, lengths differ, a count is negative or zero, a sequence has too
             few blocks, or ``block_ids`` differs from group 0's.
 
-    Example::
-
+    Examples:
         >>> pos, md = build_attention_metadata([[7, 2], [5]], [0, 3], [5, 1], block_size=4)
         >>> pos.tolist(), md.slot_mapping.tolist(), md.seq_lens.tolist()
         ([0, 1, 2, 3, 4, 3], [28, 29, 30, 31, 8, 23], [5, 4])

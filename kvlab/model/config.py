@@ -4,12 +4,15 @@ Both loaders turn their own metadata into this one dataclass, so ``kvlab.model.l
 looks at file formats. Field names follow Hugging Face's ``LlamaConfig`` where one exists
 (``num_layers`` is ``num_hidden_layers``; ``num_q_heads`` is ``num_attention_heads``).
 
-Example (SmolLM2-135M-Instruct)::
+Examples:
+    SmolLM2-135M-Instruct:
 
+    ```python
     ModelConfig(architecture="llama", num_layers=30, hidden_size=576, num_q_heads=9,
                 num_kv_heads=3, head_dim=64, intermediate_size=1536, rope_theta=100000.0,
                 rms_norm_eps=1e-05, vocab_size=49152, max_position_embeddings=8192,
                 tie_word_embeddings=True, bos_token_id=1, eos_token_ids=(2,))
+    ```
 """
 
 from __future__ import annotations

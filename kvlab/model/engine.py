@@ -96,8 +96,7 @@ class _Live:
 class LLM:
     """Generate text with a real model whose KV cache is managed by kvlab.core.
 
-    Example::
-
+    Examples:
         >>> llm = LLM(num_gpu_blocks=64, block_size=16)               # SmolLM2-135M, CPU
         >>> out = llm.generate(["The capital of France is"], SamplingParams(max_tokens=3))
         >>> out[0].text

@@ -67,8 +67,7 @@ def _check_group_ids(config: ModelConfig, group_ids: list[int]) -> None:
 class Model:
     """A Llama/Qwen2 decoder over kvlab's paged KV cache, easy to drive from an engine.
 
-    Example::
-
+    Examples:
         >>> model = Model.from_pretrained(progress=False)                   # SmolLM2-135M
         >>> kv_caches = model.allocate_kv_caches(num_blocks=8, block_size=16)
         >>> ids = model.tokenizer.encode("The capital of France is")

@@ -1,7 +1,6 @@
 """One entry point for every weight source: the shipped SmolLM2 GGUF, a local GGUF, an HF folder.
 
-Example::
-
+Examples:
     >>> config, weights = load_model(progress=False)          # SmolLM2-135M-Instruct, float32, CPU
     >>> config.num_layers, config.num_kv_heads, weights["model.norm.weight"].shape
     (30, 3, torch.Size([576]))

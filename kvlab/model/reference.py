@@ -6,8 +6,7 @@ cache at all. Apart from the RoPE frequency table it shares no code with ``kvlab
 ``layers`` (RoPE is written as complex rotation here, the rotate-half form there), so agreement
 is evidence, not an echo.
 
-Example::
-
+Examples:
     >>> config = tiny_config(sliding_window=(8, None))
     >>> weights = random_weights(config, seed=0)
     >>> dense_forward(config, weights, torch.tensor([1, 2, 3])).shape

@@ -20,7 +20,7 @@ __all__ = ["SamplingParams", "sample"]
 class SamplingParams(_CoreSamplingParams):
     """How to pick the next token, and when to stop.
 
-    Example:
+    Examples:
         >>> SamplingParams(max_tokens=8).temperature     # greedy by default
         0.0
 

@@ -4,8 +4,7 @@ The GGUF path rebuilds the byte-level BPE (vocab + merges + pre-tokenizer) with 
 package, giving the same ids as transformers; the chat template from the metadata renders with
 jinja2 the way transformers renders it (sandboxed, ``trim_blocks``/``lstrip_blocks``).
 
-Example (SmolLM2)::
-
+Examples:
     >>> tok = load_tokenizer()
     >>> tok.encode("The capital of France is")
     [504, 3575, 282, 4649, 314]

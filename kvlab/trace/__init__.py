@@ -4,7 +4,7 @@ The trace is the product's spine: core reports every state change to a ``Recorde
 ``Trace`` it produces stores events in numpy columns, saves/loads a versioned file, replays the
 exact state at any event (``state_at``), checks invariants and explains prefix-cache misses.
 
-Example:
+Examples:
     >>> from kvlab.trace import Recorder, KVState, EventKind
     >>> rec = Recorder(initial_state=KVState.fresh(num_blocks=4))
     >>> rec.popleft_n([1, 2]); rec.get_new_blocks([1, 2])

@@ -370,7 +370,7 @@ def pack_fixed_point(
     Raises:
         ValueError: If ``block_ids`` does not have one list per group.
 
-    Example:
+    Examples:
         >>> pack_fixed_point(8, False, [1, 2], [[0, 7], [0, 9]])
         (8, 4, 1, 2, 2, 2, 0, 7, 0, 9)
     """

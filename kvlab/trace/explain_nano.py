@@ -20,7 +20,7 @@ NOTE: entries already stale when recording began are not events; ``nano_config``
 ``config["stale_entries_at_start"]`` (16-hex-digit hash -> block id), so a trace recorded from a
 used manager is read exactly too. A trace without that key is read as if there were none.
 
-Example:
+Examples:
     >>> facts = nano_facts(trace)                       # doctest: +SKIP
     >>> facts.num_token_mismatches, facts.num_reactivated_blocks   # doctest: +SKIP
     (1, 2)

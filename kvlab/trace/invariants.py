@@ -15,7 +15,7 @@ Mid-way through one BlockPool operation a block may be out of the queue with ref
 free_blocks before it is appended); pass such blocks as ``in_transit``
 (``Trace.in_transit(i)`` computes them for event i).
 
-Example:
+Examples:
     >>> from kvlab.trace.state import KVState
     >>> s = KVState.fresh(4); check_invariants(s)
     >>> s.ref_cnt[2] = 1

@@ -6,7 +6,7 @@ and step marks only) the buffer is columnarised in one go: request ids and hashe
 into tables, call args packed, nesting depth derived, and the rows appended to numpy columns
 (``kvlab.trace.columns``). ``trace()`` flushes and returns a Trace over views of the columns.
 
-Example:
+Examples:
     >>> from kvlab.trace.state import KVState
     >>> rec = Recorder(initial_state=KVState.fresh(8))
     >>> rec.begin_call("free", "r0", ()); rec.free_blocks([3]); rec.end_call("free", ())

@@ -9,7 +9,7 @@ queue, an evicted key holds the block...) and raises ReplayError naming the even
 ``replay_into`` applies a range of rows straight from the columns for speed (>= 1M events/s)
 and relies on Python's own KeyError/IndexError for the same damage.
 
-Example:
+Examples:
     >>> from kvlab.trace.state import KVState
     >>> s = KVState.fresh(4)
     >>> apply_event(s, EventKind.POPLEFT_N, payload=[1, 2])

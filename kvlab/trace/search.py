@@ -1,6 +1,6 @@
 """Search a trace: vectorised filters over the event columns (kind, request, group, step, block).
 
-Example:
+Examples:
     >>> from kvlab.trace import Recorder, KVState, EventKind
     >>> rec = Recorder(initial_state=KVState.fresh(4))
     >>> rec.popleft_n([1, 2]); rec.get_new_blocks([1, 2]); rec.free_blocks([2])

@@ -163,7 +163,7 @@ class KVState:
     ) -> None:
         """Apply one raw event in place, checking its preconditions (``Trace.row(i)`` gives one).
 
-        Example: ``state.apply(*trace.row(i))`` steps a state over event i.
+        For example, ``state.apply(*trace.row(i))`` steps a state over event i.
 
         Raises:
             kvlab.trace.ReplayError: If the event does not fit this state.

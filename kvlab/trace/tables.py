@@ -4,7 +4,7 @@ A trace never stores a request id or a hash in an event: it stores the index of 
 one of these tables. ``InternTables`` grows while recording; ``FrozenTables`` is the compact
 read-only form a ``Trace`` keeps (all hash bytes in one numpy blob).
 
-Example:
+Examples:
     >>> t = InternTables()
     >>> t.request_index("req-0"), t.hash_index(b"\\x01" * 32), t.hash_index(b"\\x01" * 32)
     (0, 0, 0)

@@ -5,7 +5,7 @@ the first event, and metadata about the manager it was recorded from. Everything
 is derived from those: ``trace[i]`` decodes one event, ``calls()`` the call spans, ``state_at(i)``
 replays (with checkpoints, so scrubbing anywhere costs at most one checkpoint interval).
 
-Example:
+Examples:
     >>> from kvlab.trace import Recorder, KVState
     >>> rec = Recorder(initial_state=KVState.fresh(4))
     >>> rec.popleft_n([1, 2]); rec.get_new_blocks([1, 2])

@@ -13,7 +13,7 @@
   ``slot_layout``, ``fixed_point_rows``, ``Navigator`` (the player's stepping rules),
   ``encode_trace`` (the compact form the player's JavaScript reads).
 
-Example:
+Examples:
     >>> import rich
     >>> from kvlab.viz import render_state, export_html
     >>> rich.print(render_state(trace, 40))            # doctest: +SKIP

@@ -1,7 +1,7 @@
 """What one KVCacheManager call did, as plain data: allocate_slots' token layout, the hybrid
 fixed point's iterations, and the events around an index.
 
-Example:
+Examples:
     >>> call = find_call(trace, 40, "allocate_slots")        # doctest: +SKIP
     >>> [(s.name, s.num_tokens) for s in slot_layout(call, 4).segments]  # doctest: +SKIP
     [('comp', 0), ('new_comp', 12), ('ext_comp', 0), ('new', 8), ('lookahead', 0)]

@@ -11,7 +11,7 @@ a real vLLM's KV-event stream). For nano-vllm the views show, from
 * lookup misses rejected by the token-id check (an entry existed), hits through stale entries,
   and the stale ``hash_to_block_id`` entries nano-vllm never deletes.
 
-Example:
+Examples:
     >>> print(to_text(render_cache_header(trace, 40)))    # doctest: +SKIP
     cache design: nano-vllm BlockManager (hash_to_block_id + deque free_block_ids)
     nano-vllm so far: lookups 3, hits 2, token-id mismatch misses 1, stale-entry hits 0, ...

@@ -13,7 +13,7 @@ unlocked leaves carry their place in the LRU eviction order (``evict #1`` goes f
 Takes a ``RadixSnapshot`` (``RadixCache.snapshot()``, ``RadixRecorder.state_at(i)``), or any
 object with a ``snapshot()`` method; kvlab.viz does not import kvlab.compare.
 
-Example:
+Examples:
     >>> print(to_text(render_radix_tree(cache.snapshot())))   # doctest: +SKIP
 """
 

@@ -4,7 +4,7 @@ Block caches (vLLM V1, nano-vllm) are drawn with the pool grid and the free queu
 Trace; the radix cache with its tree. Each panel shows the state at the *end* of the step (the
 last event stamped with that step or an earlier one). Needs runs made with ``record=True``.
 
-Example:
+Examples:
     >>> c = compare(workload, pool_tokens=512, record=True)     # doctest: +SKIP
     >>> rich.print(render_side_by_side(c, step=10))             # doctest: +SKIP
 """

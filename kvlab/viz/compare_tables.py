@@ -3,7 +3,7 @@
 Both take a ``kvlab.compare.Comparison`` (duck-typed: ``summaries()``, ``request_rows()``,
 ``runs``); kvlab.viz does not import kvlab.compare.
 
-Example:
+Examples:
     >>> print(to_text(render_comparison_table(comparison)))    # doctest: +SKIP
 """
 

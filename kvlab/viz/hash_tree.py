@@ -17,7 +17,7 @@ Only groups whose block_size equals ``hash_block_size`` are read (a larger block
 one link of the hash_block_size chain). Positions a trace never names stay unknown, and a
 chain stops at its first unknown position.
 
-Example:
+Examples:
     >>> tree = build_hash_tree(trace)                # doctest: +SKIP
     >>> tree.chains["a"]                             # doctest: +SKIP
     [0, 1]

@@ -20,7 +20,7 @@ prev_kind   the last event before ``i`` of a kind (``i`` itself when there is no
 Moves clamp to [-1, len(trace) - 1]; a call the trace ends inside has no CALL_END, and
 ``over`` / ``out`` then step into it.
 
-Example:
+Examples:
     >>> nav = Navigator(trace)                       # doctest: +SKIP
     >>> nav.over(0)  # event 1 opens get_computed_blocks (1..3)   # doctest: +SKIP
     3
@@ -93,14 +93,15 @@ class Navigator:
         return j
 
     def out(self, i: int) -> int:
-        """To the CALL_END of the innermost call containing the next event."""
+        """To the CALL_END of the innermost call containing the next event; outside every call,
+        stays at ``i`` (there is nothing to step out of)."""
         j = self.into(i)
         if j == i:
             return i
         if self._kinds[j] == K.CALL_END:
             return j
         begin = self.trace.parent(j)
-        return self._end_of.get(begin, j) if begin >= 0 else j
+        return self._end_of.get(begin, j) if begin >= 0 else i
 
     def back(self, i: int) -> int:
         """One event backward."""

@@ -15,6 +15,7 @@ __all__ = [
     "HIT",
     "MISS",
     "SEGMENT_COLOURS",
+    "SEGMENT_SYMBOLS",
     "SHARED",
     "STATUS_COLOURS",
     "STATUS_GLYPHS",
@@ -65,6 +66,15 @@ SEGMENT_COLOURS: dict[str, str] = {
     "lookahead": "#a855f7",
 }
 """allocate_slots segment -> colour (text on them is white)."""
+
+SEGMENT_SYMBOLS: dict[str, str] = {
+    "comp": "=",
+    "new_comp": "+",
+    "ext_comp": "~",
+    "new": "#",
+    "lookahead": ".",
+}
+"""allocate_slots segment -> the character that fills its bar (its meaning without colour)."""
 
 GROUP_COLOURS = ("#1d4ed8", "#ea580c", "#059669", "#db2777", "#7c3aed", "#65a30d")
 """Colour of kv_cache_group_id i is ``GROUP_COLOURS[i % len(GROUP_COLOURS)]``."""

@@ -13,7 +13,7 @@ A block's status at an event (exactly one applies, checked in this order)::
                 hit can take it back (touch); popleft evicts it (BlockRemoved)
     free        ref_cnt == 0, in the free queue, no block_hash: empty
 
-Example:
+Examples:
     >>> from kvlab.trace import KVState
     >>> s = KVState.fresh(4); s.free_queue.pop(3); s.ref_cnt[3] = 1
     >>> [c.value for c in block_statuses(s)]

@@ -2,7 +2,7 @@
 table. Each takes a Trace and an event index and returns a rich renderable; print it with
 ``rich.print`` or turn it into plain text with ``to_text`` (what tests and the CLI compare).
 
-Example:
+Examples:
     >>> import rich
     >>> rich.print(render_pool_grid(trace, 40))       # doctest: +SKIP
     >>> print(to_text(render_free_queue(trace, 40)))   # doctest: +SKIP

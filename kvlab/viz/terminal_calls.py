@@ -1,7 +1,7 @@
 """Rich renderers of what calls did: hash chains, the hybrid fixed point, allocate_slots'
 token layout, the event list, and ``render_state`` (every view of one event, for the CLI).
 
-Example:
+Examples:
     >>> import rich
     >>> rich.print(render_state(trace, 40))            # doctest: +SKIP
 """
@@ -24,7 +24,7 @@ from kvlab.viz.calls import (
 )
 from kvlab.viz.compare_nano import event_notes, render_cache_header
 from kvlab.viz.hash_tree import HashTree, build_hash_tree, cached_blocks_of
-from kvlab.viz.palette import HIT, MISS, SEGMENT_COLOURS
+from kvlab.viz.palette import HIT, MISS, SEGMENT_COLOURS, SEGMENT_SYMBOLS
 from kvlab.viz.snapshot import group_label, state_at
 from kvlab.viz.terminal import (
     Flow,
@@ -85,11 +85,11 @@ def render_hash_chain(
     state = state_at(trace, index)
     tree = build_hash_tree(trace)
     children, ends = tree.children(requests), tree.chain_ends(requests)
-    header = [
-        Text("hash chains (block_hash, short hex) ·", style="bold"),
-        Text(" ✓ cached: hit ", style=f"bold #ffffff on {HIT}"),
-        Text(" ✗ not cached: miss ", style=f"bold #ffffff on {MISS}"),
-    ]
+    header = [Text("hash chains (block_hash, short hex) ·", style="bold")]
+    drawn = {h for kids in children.values() for h in kids}
+    if any(cached_blocks_of(state, h) for h in drawn):  # no "hit" key when nothing hits
+        header.append(Text(" ✓ cached: hit ", style=f"bold #ffffff on {HIT}"))
+    header.append(Text(" ✗ not cached: miss ", style=f"bold #ffffff on {MISS}"))
     lines: list[RenderableType] = [Flow(header)]
     budget, cut = max_nodes, False
     stack = [(h, 0) for h in reversed(children.get(-1, []))]
@@ -200,8 +200,8 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
     for c in range(nb * cpb):
         token = (c * bs) // cpb
         seg = next((s for s in layout.segments if s.start <= token < s.end), None)
-        bar.append(
-            "▏" if c % cpb == 0 else " ",
+        bar.append(  # a symbol per segment, so the bar keeps its meaning without colour
+            "▏" if c % cpb == 0 else (SEGMENT_SYMBOLS[seg.name] if seg else " "),
             style=f"#ffffff on {SEGMENT_COLOURS[seg.name]}" if seg else "",
         )
     for b in range(nb):
@@ -214,8 +214,9 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
     title = Text(f"allocate_slots [{call.request}] at event #{call.begin} · {res}", style="bold")
     legend = Flow(
         [
-            Text(f" {s.name} ", style=f"bold #ffffff on {SEGMENT_COLOURS[s.name]}")
-            + Text(f" {s.num_tokens} tokens: {s.meaning}")
+            Text(f" {SEGMENT_SYMBOLS[s.name] * 2} {s.name} ",
+                 style=f"bold #ffffff on {SEGMENT_COLOURS[s.name]}")
+            + Text(f" {s.num_tokens} token{'' if s.num_tokens == 1 else 's'}: {s.meaning}")
             for s in layout.segments
         ],
         "   ",

@@ -11,7 +11,7 @@ from code (the same rules: ``kvlab.viz.navigation``).
 Needs the optional packages ``anywidget`` and ``ipywidgets`` (``pip install kvlab[lab]``);
 ``import kvlab.viz`` works without them and only ``TracePlayer`` asks for them.
 
-Example:
+Examples:
     >>> from kvlab.viz import TracePlayer
     >>> player = TracePlayer(trace)                    # doctest: +SKIP
     >>> player.step_over(); player.index               # doctest: +SKIP

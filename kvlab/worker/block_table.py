@@ -55,7 +55,7 @@ def map_to_kernel_blocks(
     there, also reachable as ``BlockTable.map_to_kernel_blocks`` here; differs: the arange
     is optional and built when omitted).
 
-    Example:
+    Examples:
         >>> map_to_kernel_blocks(np.array([0, 1, 2]), 2).tolist()
         [0, 1, 2, 3, 4, 5]
         >>> map_to_kernel_blocks(np.array([7, 3]), 4).tolist()

@@ -42,7 +42,7 @@ class CpuGpuBuffer:
     Mirrors: vllm/v1/utils.py::CpuGpuBuffer (differs: torch is optional; without a device
     ``cpu`` and ``gpu`` are None and ``copy_to_gpu`` does nothing).
 
-    Example:
+    Examples:
         >>> buf = CpuGpuBuffer(2, 3, dtype=np.int32)
         >>> buf.np[1, 2] = 7
         >>> buf.np.tolist()

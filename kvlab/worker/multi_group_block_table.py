@@ -40,7 +40,7 @@ def align_max_num_blocks(max_num_blocks: Sequence[int], block_sizes: Sequence[in
     Mirrors vLLM 0.22.1's alignment for attention backends such as TRTLLM (vLLM #39324):
     a row then always spans a multiple of 128 tokens.
 
-    Example:
+    Examples:
         >>> align_max_num_blocks([5, 3], [16, 256])
         [8, 3]
     """

@@ -83,7 +83,7 @@ def query_start_loc_to_req_indices(query_start_loc: np.ndarray | list[int]) -> n
     handles tokens ``query_start_loc[r]:query_start_loc[r + 1]`` of row ``r``. This gives the
     equivalent per-token ``req_indices`` for :func:`compute_slot_ids`.
 
-    Example:
+    Examples:
         >>> query_start_loc_to_req_indices([0, 2, 5, 6]).tolist()
         [0, 0, 1, 1, 1, 2]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import html as html_lib
 import http.server
 import importlib.util
 import os
@@ -186,6 +187,40 @@ def test_api_reference_is_generated_from_docstrings(site: Path) -> None:
     assert 'id="kvlab.lab.launch_lab"' in index and 'id="kvlab.model.engine.LLM"' in index
 
 
+def _code_and_prose(html: str) -> tuple[str, str]:
+    """The text inside ``<pre>`` blocks, and the rest of the page, both without tags."""
+    pres = re.findall(r"<pre\b.*?</pre>", html, flags=re.S)
+    prose = re.sub(r"<pre\b.*?</pre>", " ", html, flags=re.S)
+
+    def text(chunk: str) -> str:
+        return html_lib.unescape(re.sub(r"<[^>]+>", "", chunk))
+
+    return "\n".join(map(text, pres)), text(prose)
+
+
+@pytest.mark.slow
+def test_api_reference_examples_render_as_code(site: Path) -> None:
+    expected = {  # one example per page, as its docstring writes it
+        "core": ">>> init_none_hash(sha256)",
+        "trace": ">>> trace.find(EventKind.GET_NEW_BLOCKS), trace.state_at(1).ref_cnt",
+        "worker": ">>> map_to_kernel_blocks(np.array([7, 3]), 4).tolist()",
+        "compare": ">>> {s.policy: s.hit_tokens for s in c.summaries()}",
+        "model": ">>> model = Model.from_pretrained(progress=False)",
+        "viz": '>>> export_html(trace, "trace.html")',
+    }
+    for page, example in expected.items():
+        html = (site / "reference" / page / "index.html").read_text(encoding="utf-8")
+        code, prose = _code_and_prose(html)
+        assert example in code, (page, example)
+        assert example not in prose, (page, example)
+    for page in sorted((site / "reference").rglob("index.html")):
+        html = page.read_text(encoding="utf-8")
+        code, prose = _code_and_prose(html)
+        assert "<blockquote" not in html, page  # ">>>" lines once became nested quotes
+        assert ">>> " not in prose, page
+        assert "Example::" not in prose, page  # reST-style headers are Examples sections now
+
+
 # ---------------------------------------------------------------------------- a real browser
 def _chromium() -> str | None:
     return next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
@@ -278,6 +313,11 @@ def test_a_player_steps_in_the_built_site_with_no_network(served: str) -> None:
             assert trace[check()].kind.name == "BLOCK_REMOVED"
             root.locator("button[title^='to the last event']").click()
             assert check() == len(trace) - 1
+            wrap = page.evaluate(  # text outputs wrap at spaces, never inside a word ("blo cks")
+                "() => [...document.querySelectorAll('.jupyter-wrapper .jp-OutputArea-output pre')]"
+                ".map(p => getComputedStyle(p)).map(s => s.wordBreak + ' ' + s.overflowWrap)"
+            )
+            assert wrap and set(wrap) == {"normal normal"}, set(wrap)
         finally:
             browser.close()
     assert remote == [], f"the page asked the network for {remote}"

@@ -15,7 +15,9 @@ def test_moves_on_the_shared_prefix_trace(shared: Trace) -> None:
     nav = Navigator(shared)
     assert [nav.into(i) for i in (-1, 0, 61, 62)] == [0, 1, 62, 62]
     assert [nav.over(i) for i in (-1, 0, 3, 5, 62)] == [0, 3, 9, 6, 62]
-    assert [nav.out(i) for i in (0, 5, 8, 9)] == [1, 9, 9, 10]  # 10 opens a top-level call
+    assert [nav.out(i) for i in (5, 8)] == [9, 9]
+    # outside every call (next is a STEP marker or opens a top-level call): stay put
+    assert [nav.out(i) for i in (-1, 0, 9)] == [-1, 0, 9]
     assert [nav.back(i) for i in (-1, 0, 9)] == [-1, -1, 8]
     assert [nav.back_over(i) for i in (9, 8, 3, -1)] == [3, 7, 0, -1]
 
@@ -62,6 +64,7 @@ def test_nested_and_unfinished_calls() -> None:
     assert nav.out(1) == 3 and nav.out(3) == 6  # out of the nested call, then the outer one
     assert nav.back_over(6) == -1 and nav.back_over(3) == 0
     assert nav.over(6) == 7 and nav.out(7) == 8  # an unfinished call: step into it
+    assert nav.out(6) == 6  # between calls: nothing to step out of
 
 
 def test_bad_input_is_refused(shared: Trace) -> None:

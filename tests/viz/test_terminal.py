@@ -135,7 +135,7 @@ def test_fixed_point_table_of_an_old_trace_has_no_block_line() -> None:
 def test_allocate_slots_anatomy(hybrid: Trace) -> None:
     lines = to_text(render_allocate_slots(hybrid, 45, max_width=40), WIDE).splitlines()
     assert lines[0] == "allocate_slots [b] at event #40 · allocated, num_blocks_to_allocate = 9"
-    assert lines[1].rstrip() == "▏   " * 4 + "▏"  # 5 blocks of 4 characters each
+    assert lines[1].rstrip() == "▏+++" * 3 + "▏###▏###"  # 5 blocks of 4 characters each
     assert lines[2].split() == ["0", "1", "2", "3", "4"]
     assert " new_comp  12 tokens: prefix-cache hit" in lines[3] and " new  8 tokens:" in lines[3]
 

@@ -18,7 +18,7 @@ __all__ = ["SchedulerConfig"]
 class SchedulerConfig:
     """Limits of one scheduling step.
 
-    Example:
+    Examples:
         >>> cfg = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=32, max_model_len=256)
         >>> cfg.max_num_scheduled_tokens
         32

@@ -57,8 +57,7 @@ class Scheduler:
     outputs of ``finish_requests`` are processed in the given order, not set order; bad
     input raises before anything changes; see the module docstring for what is left out).
 
-    Example (block_size 4, a fake model that always answers 7)::
-
+    Examples:
         sched = Scheduler(kv_cache_config, SchedulerConfig(max_num_batched_tokens=16))
         sched.add_request(req)                   # built with block_hasher=... of block size 4
         out = sched.schedule()                   # req: 10 prompt tokens, blocks ([1, 2, 3],)

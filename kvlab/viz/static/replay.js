@@ -300,7 +300,8 @@ export const NAV = {
     const j = clamp(T, i + 1);
     if (j === i || T.c.kind[j] === KIND.CALL_END) return j;
     const b = T.parent[j];
-    return b >= 0 && T.endOf[b] >= 0 ? T.endOf[b] : j;
+    if (b < 0) return i;  // outside every call: nothing to step out of
+    return T.endOf[b] >= 0 ? T.endOf[b] : j;
   },
   back: (T, i) => clamp(T, i - 1),
   back_over(T, i) {
