@@ -39,11 +39,12 @@ def write_demo_files(result: Any, out_dir: Path) -> dict[str, Path]:
              "summary": out_dir / "summary.json"}
     trace.save(paths["trace"])
     export_html(trace, paths["html"], title="kvlab demo: SmolLM2-135M on a small block pool",
-                description="Every KV-cache decision of `kvlab demo`. The player opens where act 1 "
-                            "(shared system prompt) ended; step back to watch the prefix being hit.",
-                index=result.act_end.get("shared prompt", -1),
-                views=["pool", "free_queue", "block_table", "allocate_slots", "slot_mapping",
-                       "hash_chain", "events"])
+                description="Every KV-cache decision of the kvlab demo. The player opens as act 1 "
+                            "(shared system prompt) ends, before its last request frees its blocks; "
+                            "step back to watch the prefix being hit.",
+                index=_first_view(trace, result.act_end.get("shared prompt", -1)),
+                views=["pool", "block_table", "hash_chain", "free_queue", "allocate_slots",
+                       "fixed_point", "slot_mapping", "events"])
     summary = {
         "config": {k: getattr(result.config, k) for k in result.config.__dataclass_fields__},
         "seconds": round(result.seconds, 2),
@@ -52,6 +53,13 @@ def write_demo_files(result: Any, out_dir: Path) -> dict[str, Path]:
     }
     paths["summary"].write_text(json.dumps(summary, indent=2))
     return paths
+
+
+def _first_view(trace: Any, at: int) -> int:
+    """Where the demo's player opens: just before the last ``free`` call up to event ``at``, so
+    the request it frees still holds its blocks (a finished request's block table is empty)."""
+    frees = [c.begin for c in trace.calls("free") if 0 < c.begin <= at]
+    return frees[-1] - 1 if frees else at
 
 
 def _requests_table(result: Any) -> Table:
@@ -123,7 +131,7 @@ def print_demo_report(console: Console, result: Any, paths: dict[str, Path]) -> 
     shared = [r.request_id for r in result.requests if r.act == "shared prompt"]
     at = result.act_end.get("shared prompt", last)
     console.print(Panel(render_hash_chain(trace, at, shared), title_align="left",
-                        title=f"Shared-prompt hash chains at event {at:,} (end of act 1)",
+                        title=f"Hash chains of the shared-prompt requests, event {at:,} (end of act 1)",
                         subtitle="the common prefix is drawn once", subtitle_align="left"))
     console.print(Text.assemble(("trace: ", "bold"), str(paths["trace"]), "   ",
                                 ("player: ", "bold"), str(paths["html"]), "   ",

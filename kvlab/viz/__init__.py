@@ -36,7 +36,7 @@ from kvlab.viz.calls import (
 from kvlab.viz.compare_nano import cache_design, render_cache_header
 from kvlab.viz.dot import free_queue_dot, hash_chain_dot, render_svg
 from kvlab.viz.encode import encode_trace
-from kvlab.viz.export import export_html, html_page, player_html
+from kvlab.viz.export import default_views, export_html, html_page, player_html
 from kvlab.viz.figures import to_svg, write_figures
 from kvlab.viz.hash_tree import HashTree, build_hash_tree
 from kvlab.viz.navigation import Navigator
@@ -84,6 +84,7 @@ __all__ = [
     "build_hash_tree",
     "encode_trace",
     "event_window",
+    "default_views",
     "export_html",
     "find_call",
     "fixed_point_rows",

@@ -21,14 +21,32 @@ from typing import Any
 from kvlab.viz.assets import player_css, player_script
 from kvlab.viz.encode import encode_trace
 
-__all__ = ["export_html", "html_page", "player_html"]
+__all__ = ["default_views", "export_html", "html_page", "player_html"]
+
+_BASE_VIEWS = ("pool", "free_queue", "block_table", "hash_chain", "events")
+
+
+def default_views(trace: Any) -> list[str]:
+    """The panels a player shows unless told otherwise: pool, free queue, block table, hash
+    chains and events, plus the hybrid fixed-point panel when the trace holds fixed-point turns
+    (FIXED_POINT_ITERATED events, recorded by get_computed_blocks on a hybrid model).
+
+    Args:
+        trace: A kvlab.trace.Trace.
+    """
+    from kvlab.trace import EventKind
+
+    views = list(_BASE_VIEWS)
+    if len(trace) and bool((trace.cols.kind == int(EventKind.FIXED_POINT_ITERATED)).any()):
+        views.insert(views.index("hash_chain"), "fixed_point")
+    return views
 
 _DEFAULTS = {
     "index": -1,
     "playing": False,
     "speed": 4.0,
     "play_mode": "over",
-    "views": ["pool", "free_queue", "block_table", "hash_chain", "events"],
+    "views": list(_BASE_VIEWS),  # player_html: default_views(trace)
     "requests": [],
     "jump_kind": "CALL_BEGIN",
     "max_queue": 32,
@@ -79,7 +97,8 @@ def player_html(trace: Any, element_id: str = "kvlab-player", **state: Any) -> s
     unknown = sorted(set(state) - set(_DEFAULTS))
     if unknown:
         raise ValueError(f"unknown player setting(s) {unknown}; settings are {sorted(_DEFAULTS)}")
-    full = {**_DEFAULTS, **state, "trace_data": encode_trace(trace), "num_events": len(trace)}
+    full = {**_DEFAULTS, "views": default_views(trace), **state, "trace_data": encode_trace(trace),
+            "num_events": len(trace)}
     if not -1 <= full["index"] < len(trace):
         raise ValueError(f"index must be in [-1, {len(trace)}), got {full['index']}")
     eid = html.escape(element_id, quote=True)

@@ -238,7 +238,7 @@ def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> Re
     state_at(trace, index)  # NOTE: validates index the same way every view does
     lines = [
         Text(
-            f"events {max(index - before, 0)}..{min(index + after, len(trace) - 1)} of {len(trace)}",
+            f"events {max(index - before, 0):,}..{min(index + after, len(trace) - 1):,} of {len(trace):,}",
             style="bold",
         )
     ]
@@ -292,7 +292,7 @@ def render_state(trace: Any, index: int, requests: list[str] | None = None) -> R
     what = str(trace[index]) if index >= 0 else "initial state (before event 0)"
     parts: list[RenderableType] = [
         Group(
-            Text(f"event {index} of {len(trace)} · {what}", style="bold reverse"),
+            Text(f"event {index:,} of {len(trace):,} · {what}", style="bold reverse"),
             render_cache_header(trace, index),
         ),
         render_pool_grid(trace, index),

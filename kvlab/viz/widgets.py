@@ -34,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - exercised where the extra is mi
 from kvlab.trace import Event, EventKind, KVState
 from kvlab.viz.assets import player_css, player_esm
 from kvlab.viz.encode import FORMAT, encode_trace
+from kvlab.viz.export import default_views
 from kvlab.viz.navigation import Navigator
 
 __all__ = ["DEFAULT_VIEWS", "VIEWS", "TracePlayer"]
@@ -54,7 +55,8 @@ layout to scale in blocks, the hybrid fixed point of the current get_computed_bl
 (iterations x attention groups), hash chains, events."""
 
 DEFAULT_VIEWS = ("pool", "free_queue", "block_table", "hash_chain", "events")
-"""Panels shown unless ``views`` says otherwise (the same as export_html's default)."""
+"""Panels shown unless ``views`` says otherwise; a trace with fixed-point turns adds
+``fixed_point`` (``kvlab.viz.export.default_views``, export_html's default too)."""
 
 
 class TracePlayer(anywidget.AnyWidget):
@@ -98,6 +100,7 @@ class TracePlayer(anywidget.AnyWidget):
     def __init__(self, trace: Any, index: int = -1, **kwargs: Any) -> None:
         self._trace = trace
         self._nav = Navigator(trace)
+        kwargs.setdefault("views", default_views(trace))  # + fixed_point on a hybrid trace
         super().__init__(trace_data=encode_trace(trace), index=index, **kwargs)
         self.set_trait("num_events", len(trace))
 

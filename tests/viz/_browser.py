@@ -130,15 +130,15 @@ class Drawn:
 def read_player(page: Any, root: str) -> Drawn:
     """Read the drawn state of the player inside the element matching ``root`` (CSS)."""
     raw = page.locator(root).evaluate(_READ)
-    found = re.fullmatch(r"event (-?\d+) of (\d+)", raw["caption"] or "")
+    found = re.fullmatch(r"event (-?[\d,]+) of ([\d,]+)", raw["caption"] or "")
     assert found, f"no player caption under {root!r}: {raw['caption']!r}"
     nodes = {}
     for text in raw["hexes"]:
         hex_, mark = text.split(" ")
         nodes[hex_] = mark == "✓"
     return Drawn(
-        index=int(found.group(1)),
-        num_events=int(found.group(2)) + 1,
+        index=int(found.group(1).replace(",", "")),
+        num_events=int(found.group(2).replace(",", "")),  # "event 454 of 1,781": a count
         free_queue=[int(c.rstrip("•↔∅")) for c in raw["chips"]],
         hash_nodes=nodes,
         hidden_queue_gap=raw["gap"] > 0,
@@ -153,7 +153,7 @@ def click_move(page: Any, root: str, move: str) -> None:
 def wait_index(page: Any, root: str, index: int, timeout_ms: int = 10_000) -> None:
     """Wait until the player under ``root`` shows event ``index`` in its caption."""
     page.locator(root).locator(".kvlab-caption b").filter(
-        has_text=re.compile(rf"^event {index} of \d+$")
+        has_text=re.compile(rf"^event {index:,} of [\d,]+$")
     ).wait_for(timeout=timeout_ms)
 
 

@@ -19,6 +19,7 @@ Each skips cleanly without its browser (see tests/viz/_browser.py).
 
 from __future__ import annotations
 
+import collections
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -114,10 +115,24 @@ def test_players_draw_the_replayed_state(shared: Trace, hybrid: Trace, tmp_path:
     for eid, trace, i in cases:
         player = tree.by_id(eid)
         (caption,) = player.by_class("kvlab-caption")
-        assert caption.text().startswith(f"event {i} of {len(trace) - 1}"), eid
+        assert caption.text().startswith(f"event {i:,} of {len(trace):,} · "), eid  # n = a count
         chips = [_chip_id(c) for c in player.by_class("kvlab-chip")]
         assert chips == trace.state_at(i).free_queue_order(), eid
-    (table,) = tree.by_id("p-h70").by_class("kvlab-table")
+    for eid, trace, _ in cases:  # "jump to" offers exactly the kinds the trace holds, counted
+        (select,) = tree.by_id(eid).find_all(
+            lambda n: n.tag == "select" and n.attrs.get("aria-label") == "event kind to jump to"
+        )
+        offered = [(o.attrs["value"], o.text()) for o in select.find_all(lambda n: n.tag == "option")]
+        kinds = collections.Counter(trace[j].kind.name for j in range(len(trace)))
+        assert offered == [(k.name, f"{k.name} ({kinds[k.name]:,})") for k in EventKind
+                           if kinds[k.name]], eid  # fmt: skip
+    # a hybrid trace (fixed-point turns) shows the fixed-point panel unasked; the other does not
+    shown = {eid: [p.attrs["data-view"] for p in tree.by_id(eid).by_class("kvlab-panel")
+                   if "hidden" not in p.attrs] for eid, _, _ in cases}  # fmt: skip
+    assert "fixed_point" in shown["p-h70"] and "fixed_point" not in shown["p-s20"]
+    (panel,) = [p for p in tree.by_id("p-h70").by_class("kvlab-panel")
+                if p.attrs.get("data-view") == "block_table"]  # fmt: skip
+    (table,) = panel.by_class("kvlab-table")
     rows = [
         [c.text() for c in tr.children if not isinstance(c, str)]
         for tr in table.find_all(lambda n: n.tag == "tr")

@@ -52,11 +52,13 @@ def test_state_follows_the_cursor(shared: Trace) -> None:
     assert player.event is None and player.state.free_queue_order() == list(range(1, 10))
 
 
-def test_every_view_is_selectable_and_drawn_by_the_js(hybrid: Trace) -> None:
+def test_every_view_is_selectable_and_drawn_by_the_js(hybrid: Trace, shared: Trace) -> None:
     from kvlab.viz.widgets import DEFAULT_VIEWS, VIEWS
 
-    player = TracePlayer(hybrid)
-    assert player.views == list(DEFAULT_VIEWS)
+    player = TracePlayer(hybrid)  # fixed-point turns in the trace: their panel is on unasked
+    assert player.views == ["pool", "free_queue", "block_table", "fixed_point", "hash_chain", "events"]
+    assert TracePlayer(shared).views == list(DEFAULT_VIEWS)  # no hybrid lookups: no panel
+    assert TracePlayer(hybrid, views=["pool"]).views == ["pool"]  # asked for: as asked
     player.views = ["fixed_point", "allocate_slots", "slot_mapping"]
     assert player.get_state("views") == {"views": ["fixed_point", "allocate_slots", "slot_mapping"]}
     panels = re.search(

@@ -67,14 +67,26 @@ function toolbar(act) {
   ];
 }
 
+// How many events of each kind the trace holds (indexed by EventKind value).
+function kindCounts(T) {
+  const counts = new Int32Array(T.kinds.length);
+  for (let i = 0; i < T.n; i++) counts[T.c.kind[i]]++;
+  return counts;
+}
+const fmt = (x) => x.toLocaleString("en-US");
+
 function render({ model, el: root }) {
   const { T, R, firstSeen, timings } = loaded(model);
-  let timer = null, lastDrawn = null, frame = null, poolWidth = 0;
+  let timer = null, lastDrawn = null, frame = null, poolWidth = 0, shownOrder = null;
   const caption = el("div", { cls: "kvlab-caption" });
   const scrubber = el("input", { type: "range", min: "-1", max: String(T.n - 1), step: "1", cls: "kvlab-scrubber",
     "aria-label": "event index" });
+  // "jump to" offers only the kinds this trace holds (with their counts), else says "none".
+  const counts = kindCounts(T), present = T.kinds.map((k, v) => ({ k, n: counts[v] })).filter((x) => x.n > 0);
   const kindSelect = el("select", { cls: "kvlab-select", "aria-label": "event kind to jump to" },
-    ...T.kinds.map((k) => el("option", { value: k }, k)));
+    ...(present.length ? present.map(({ k, n }) => el("option", { value: k }, `${k} (${fmt(n)})`))
+      : [el("option", { value: "" }, "none")]));
+  kindSelect.disabled = present.length === 0;
   const speed = el("select", { cls: "kvlab-select", "aria-label": "events per second" },
     ...[1, 2, 4, 8, 16, 60, 240].map((v) => el("option", { value: String(v) }, `${v}/s`)));
   const mode = el("select", { cls: "kvlab-select", "aria-label": "what play steps" },
@@ -108,6 +120,7 @@ function render({ model, el: root }) {
     if (move === "start") return go(-1);
     if (move === "end") return go(T.n - 1);
     if (move === "next_kind" || move === "prev_kind") {
+      if (!kindSelect.value) return;  // the trace holds no events
       model.set("jump_kind", kindSelect.value); model.save_changes();
       return go(NAV[move](T, i, KIND[kindSelect.value]));
     }
@@ -120,10 +133,15 @@ function render({ model, el: root }) {
     if (i === lastDrawn && !force) return;
     lastDrawn = i;
     const s = R.stateAt(i), views = new Set(model.get("views"));
-    caption.replaceChildren(el("b", {}, `event ${i} of ${T.n - 1}`), ` · step ${i >= 0 ? T.step[i] : 0} · `,
+    caption.replaceChildren(el("b", {}, `event ${fmt(i)} of ${fmt(T.n)}`), ` · step ${i >= 0 ? T.step[i] : 0} · `,
       el("code", {}, describe(T, i)));
     scrubber.value = String(i);
     for (const [name, box] of Object.entries(panels)) box.hidden = !views.has(name);
+    const order = model.get("views").join();
+    if (order !== shownOrder) {  // panels stand in the order of `views`
+      shownOrder = order;
+      for (const name of model.get("views")) if (panels[name]) wrap.append(panels[name]);
+    }
     if (views.has("pool")) {
       poolTitle.textContent = `BlockPool · ${T.numBlocks} blocks · ${s.numFree} in the free queue`;
       // NOTE: the width comes from the ResizeObserver below; reading clientWidth here would
@@ -157,7 +175,8 @@ function render({ model, el: root }) {
     const move = e.shiftKey && e.key === "ArrowRight" ? "over" : e.shiftKey && e.key === "ArrowLeft" ? "back_over" : keys[e.key];
     if (move) { e.preventDefault(); act(move); }
   });
-  kindSelect.value = model.get("jump_kind") || "CALL_BEGIN";
+  const wanted = model.get("jump_kind") || "CALL_BEGIN";
+  kindSelect.value = present.some((x) => x.k === wanted) ? wanted : present.length ? present[0].k : "";
   speed.value = String(model.get("speed")); mode.value = model.get("play_mode");
   wrap.append(
     el("div", { cls: "kvlab-toolbar" }, ...buttons, mode, speed),

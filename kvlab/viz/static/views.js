@@ -26,6 +26,8 @@ function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// "1 token", "2 tokens", "1,781 events": counts in captions, with thousands separators.
+export function plural(n, noun) { return `${n.toLocaleString("en-US")} ${noun}${n === 1 ? "" : "s"}`; }
 export function blockStatus(T, s, b) {
   if (b === T.nullBlock) return "null";
   if (s.refCnt[b] > 0) return s.refCnt[b] >= 2 ? "shared" : "in_use";
@@ -123,7 +125,7 @@ export function drawFreeQueue(box, T, s, maxBlocks) {
   for (const b of q.tail) row.append(h("span", { cls: "kvlab-link" }, "⇄"), chip(T, s, b));
   row.append(h("span", { cls: "kvlab-link" }, "⇄"), h("span", { cls: "kvlab-end" }, "fake tail"),
     h("span", { cls: "kvlab-append" }, "◀ free_blocks appends"));
-  box.replaceChildren(h("div", { cls: "kvlab-title" }, `free_block_queue · ${q.length} blocks · popleft takes from the left`), row);
+  box.replaceChildren(h("div", { cls: "kvlab-title" }, `free_block_queue · ${plural(q.length, "block")} · popleft takes from the left`), row);
   return q;
 }
 
@@ -131,7 +133,7 @@ export function drawBlockTable(box, T, s, maxRows = 24, maxCols = 32) {
   const rows = [];
   s.req.forEach((m, g) => { for (const [r, blocks] of m) rows.push([r, g, blocks]); });
   rows.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
-  const title = h("div", { cls: "kvlab-title" }, `block table (req_to_blocks) · ${rows.length} rows`);
+  const title = h("div", { cls: "kvlab-title" }, `block table (req_to_blocks) · ${plural(rows.length, "row")}`);
   if (!rows.length) return box.replaceChildren(title, h("div", { cls: "kvlab-dim" }, "no request holds blocks"));
   const width = Math.min(maxCols, Math.max(...rows.map((r) => r[2].length)));
   const head = h("tr", {}, h("th", {}, "request"), ...(T.numGroups > 1 ? [h("th", {}, "group")] : []),
@@ -149,7 +151,7 @@ export function drawBlockTable(box, T, s, maxRows = 24, maxCols = 32) {
     if (blocks.length > width) tr.append(h("td", { cls: "kvlab-dim" }, `+${blocks.length - width}`));
     table.append(tr);
   }
-  const more = rows.length > maxRows ? [h("div", { cls: "kvlab-dim" }, `… ${rows.length - maxRows} more rows`)] : [];
+  const more = rows.length > maxRows ? [h("div", { cls: "kvlab-dim" }, `… ${plural(rows.length - maxRows, "more row")}`)] : [];
   box.replaceChildren(title, table, ...more);
 }
 
@@ -284,9 +286,9 @@ export function drawAllocateSlots(box, T, index, maxWidth = 960) {
   for (let b = 0; b < nb; b += every) ruler.append(h("span", { style: { left: `${b * px}px` } }, String(b)));
   const legendRow = h("div", { cls: "kvlab-legend" }, ...layout.segments.map((seg) => h("span", { cls: "kvlab-legend-item" },
     h("span", { cls: "kvlab-swatch", style: { background: SEGMENT_COLOURS[seg.name], color: "#ffffff" } }, seg.name),
-    `${seg.num_tokens} tokens: ${seg.meaning}`)));
+    `${plural(seg.num_tokens, "token")}: ${seg.meaning}`)));
   box.replaceChildren(h("div", { cls: "kvlab-title" }, callTitle(call, layout)), bar, ruler, legendRow,
-    dim(`block_size = ${bs} tokens · ${layout.num_tokens} tokens in ${layout.num_blocks} blocks · ruler = logical block index`));
+    dim(`block_size = ${plural(bs, "token")} · ${plural(layout.num_tokens, "token")} in ${plural(layout.num_blocks, "block")} · ruler = logical block index`));
 }
 
 // Token positions → slots of the allocate_slots call's request at `index`, one row per group,
