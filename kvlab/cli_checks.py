@@ -6,7 +6,7 @@ into a click error itself becomes one clean ``Error: ...`` line and exit status 
 through click's own ``BadParameter`` / ``UsageError``. Output paths are checked *before* any
 work, so a typo'd folder does not cost a whole run.
 
-Example:
+Examples:
     >>> check_output_file(Path("/no/such/dir/x.json"), "--json")      # doctest: +SKIP
     click.exceptions.BadParameter: folder /no/such/dir does not exist
 """

@@ -7,9 +7,11 @@ open from a USB stick with no network. Each markdown heading (``#``/``##``) star
 (→); every other cell is a sub-slide below it (↓). Loads the page cannot make offline (MathJax, mermaid,
 the widget manager of a live player) are removed; players show their stored text instead.
 
-Example:
+Examples:
+    ```console
     $ kvlab slides 12                     # -> slides/12_misconceptions.slides.html
     $ kvlab slides 03 --out /tmp/lecture
+    ```
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from the code it teaches. Modules of :mod:`kvlab.course` register their exercise
 time; :func:`check` imports every submodule of the package on first use, so a new module
 (``kvlab/course/quiz.py``, ``kvlab/course/nb12.py``, ...) needs no edit here.
 
-Example:
+Examples:
     >>> from kvlab.course import check
     >>> check("01.1", 7).right        # doctest: +SKIP
     ✗ 01.1: not yet. Hint: ...

@@ -7,7 +7,7 @@ user did not choose ``max_model_len`` the longest one that fits is used. With th
 admitted prompt (at most ``max_model_len`` tokens) can run once it is alone in the pool, so the
 engine never waits for blocks that cannot come.
 
-Example:
+Examples:
     >>> from kvlab.core.kv_cache_interface import FullAttentionSpec
     >>> spec = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=1, dtype="float32")
     >>> blocks_for_max_model_len([spec], 100, 512)           # cdiv(100, 16)

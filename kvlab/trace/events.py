@@ -205,7 +205,7 @@ def pack_wide(values: Sequence[int]) -> tuple[int, ...]:
     limb is signed, the others are the low 32 bits reinterpreted as int32. A refused
     ``allocate_slots(r, 10**12)`` is recorded this way instead of failing the trace.
 
-    Example:
+    Examples:
         >>> pack_wide([5, 10**12])
         (1, 5, 2, -727379968, 232)
         >>> unpack_wide(pack_wide([5, -(10**30)]))

@@ -6,7 +6,7 @@
 * ``replay_sequence`` replays it on the "sequence" clock through vLLM 0.22.1 (kvlab.core),
   nano-vllm's BlockManager, SGLang's radix tree, or the infinite cache (``ReplayResult``).
 
-Example:
+Examples:
     >>> reqs = read_mooncake_lines([
     ...     '{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [0, 1]}',
     ...     '{"timestamp": 1, "input_length": 1100, "output_length": 1, "hash_ids": [0, 1, 2]}'])

@@ -14,7 +14,7 @@ many times, so ``prepare_blocks`` computes them once:
 Each distinct block hash also gets a small int ``key`` (first-seen order), so caches that work
 on ints (the radix tree, the infinite cache, the prefix counts) skip the 32-byte hashes.
 
-Example:
+Examples:
     >>> from kvlab.traffic.mooncake import read_mooncake_lines
     >>> reqs = read_mooncake_lines([
     ...     '{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [0, 1]}',

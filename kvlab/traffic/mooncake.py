@@ -24,7 +24,7 @@ another request names the same id (the trace says so); otherwise its tokens are 
 kvlab block size ``B`` only ``input_length // B`` blocks are full, so the partial tail is never
 a prefix-cache hit for a block cache, whatever the trace says.
 
-Example:
+Examples:
     >>> reqs = read_mooncake_lines(['{"timestamp": 5, "input_length": 600, '
     ...                             '"output_length": 2, "hash_ids": [7, 9]}'])
     >>> r = reqs[0]
