@@ -1,0 +1,115 @@
+"""``kvlab whatif``: the hit rate a real trace would get at each cache capacity.
+
+    kvlab whatif TRACE --format mooncake --capacity-tokens 1e4,1e5,1e6 [--block-size 16]
+                 [--caches vllm,nano,radix] --json OUT.json
+
+Prints a table and writes ``{"results": [{"cache", "capacity_tokens", "block_size",
+"hit_rate", "hit_tokens", "prompt_tokens", "evicted_blocks", "preemptions", ...}, ...]}``
+(hit_rate = prompt tokens served from the prefix cache / prompt tokens), plus one "infinite"
+row (the theoretical maximum). Only the "sequence" clock is implemented so far. Bad flags exit
+with status 2 before any work; the JSON is written atomically (temporary file, then rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+__all__ = ["whatif"]
+
+_FORMATS = ("mooncake",)
+_CACHES = ("vllm", "nano", "radix")
+
+
+def _capacities(text: str, block_size: int) -> list[int]:
+    from kvlab.traffic.replay import check_capacity
+
+    out = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise click.BadParameter(f"{part!r} is not a number of tokens",
+                                     param_hint="--capacity-tokens") from None  # fmt: skip
+        try:
+            out.append(check_capacity(int(value) if value.is_integer() else value, block_size))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--capacity-tokens") from None
+    return out
+
+
+def write_json_atomic(path: Path, obj: object) -> None:
+    """Write ``obj`` as JSON to ``path`` through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+@click.command()
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", default="mooncake", show_default=True,
+              help=f"Trace format: {', '.join(_FORMATS)}.")
+@click.option("--capacity-tokens", required=True, help="Comma-separated pool sizes (tokens).")
+@click.option("--block-size", default=512, show_default=True, help="kvlab block size (tokens).")
+@click.option("--caches", default="vllm", show_default=True,
+              help=f"Comma-separated, of {', '.join(_CACHES)}.")
+@click.option("--clock", default="sequence", show_default=True, help="Replay clock: sequence.")
+@click.option("--limit", type=int, default=None, help="Only the first N requests.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write the results here.")
+def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: int, caches: str,
+           clock: str, limit: int | None, json_out: Path | None) -> None:  # fmt: skip
+    """Hit rate of TRACE at each capacity, per cache (and the infinite-cache maximum)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from kvlab.traffic import prepare_blocks, read_mooncake, replay_sequence
+
+    if fmt not in _FORMATS:
+        raise click.BadParameter(f"unknown format {fmt!r}; allowed: {', '.join(_FORMATS)}",
+                                 param_hint="--format")  # fmt: skip
+    if clock != "sequence":
+        raise click.BadParameter(f"unknown clock {clock!r}; allowed: sequence",
+                                 param_hint="--clock")  # fmt: skip
+    names = [c.strip() for c in caches.split(",") if c.strip()]
+    bad = [c for c in names if c not in _CACHES]
+    if bad or not names:
+        raise click.BadParameter(f"unknown cache {bad[0] if bad else caches!r}; allowed: "
+                                 f"{', '.join(_CACHES)}", param_hint="--caches")  # fmt: skip
+    if block_size < 1 or 512 % block_size:
+        raise click.BadParameter(f"{block_size} does not divide 512; allowed: the divisors of "
+                                 f"512", param_hint="--block-size")  # fmt: skip
+    caps = _capacities(capacity_tokens, block_size)
+    if json_out is not None and not (json_out.parent or Path(".")).resolve().is_dir():
+        raise click.BadParameter(f"folder {json_out.parent} does not exist",
+                                 param_hint="--json")  # fmt: skip
+    try:
+        reqs = read_mooncake(trace, limit)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    blocked = prepare_blocks(reqs, block_size, progress=True)
+    rows = [replay_sequence(blocked, "infinite", block_size).to_dict()]
+    rows[0]["capacity_tokens"] = None
+    for cache in names:
+        for cap in caps:
+            rows.append(replay_sequence(blocked, cache, cap, progress=True).to_dict())
+    table = Table(title=f"{trace.name}: {len(reqs):,} requests, block size {block_size}")
+    for col in ("cache", "capacity (tokens)", "hit rate", "hit tokens", "evicted blocks",
+                "rejected"):  # fmt: skip
+        table.add_column(col, justify="left" if col == "cache" else "right")
+    for r in rows:
+        cap = "∞" if r["capacity_tokens"] is None else f"{r['capacity_tokens']:,}"
+        table.add_row(r["cache"], cap, f"{r['hit_rate']:.3f}", f"{r['hit_tokens']:,}",
+                      f"{r['evicted_blocks']:,}", f"{r['rejected']:,}")  # fmt: skip
+    Console(highlight=False).print(table)
+    if json_out is not None:
+        write_json_atomic(json_out, {"results": rows})
