@@ -37,6 +37,7 @@ from kvlab.viz.compare_nano import cache_design, render_cache_header
 from kvlab.viz.dot import free_queue_dot, hash_chain_dot, render_svg
 from kvlab.viz.encode import encode_trace
 from kvlab.viz.export import default_views, export_html, html_page, player_html
+from kvlab.viz.sources import vllm_source, vllm_source_url
 from kvlab.viz.figures import to_svg, write_figures
 from kvlab.viz.hash_tree import HashTree, build_hash_tree
 from kvlab.viz.navigation import Navigator
@@ -109,6 +110,8 @@ __all__ = [
     "to_svg",
     "to_text",
     "write_figures",
+    "vllm_source",
+    "vllm_source_url",
 ]
 
 

@@ -126,6 +126,12 @@ def test_players_draw_the_replayed_state(shared: Trace, hybrid: Trace, tmp_path:
         kinds = collections.Counter(trace[j].kind.name for j in range(len(trace)))
         assert offered == [(k.name, f"{k.name} ({kinds[k.name]:,})") for k in EventKind
                            if kinds[k.name]], eid  # fmt: skip
+    (source,) = tree.by_id("p-s55").by_class("kvlab-source")  # event 55 is a TOUCH
+    (link,) = source.find_all(lambda n: n.tag == "a")
+    assert source.text() == "mirrors vllm/v1/core/block_pool.py::BlockPool.touch"
+    assert link.attrs["href"] == (
+        "https://github.com/vllm-project/vllm/blob/v0.22.1/vllm/v1/core/block_pool.py"
+    )
     # a hybrid trace (fixed-point turns) shows the fixed-point panel unasked; the other does not
     shown = {eid: [p.attrs["data-view"] for p in tree.by_id(eid).by_class("kvlab-panel")
                    if "hidden" not in p.attrs] for eid, _, _ in cases}  # fmt: skip

@@ -5,7 +5,7 @@
 // Views: pool grid, free queue, block table, token positions → slots, allocate_slots anatomy,
 // hybrid fixed point, hash chains, events (views.js), all computed here from the trace.
 
-import { KIND, NAV, Replayer, describe, loadTrace } from "./replay.js";
+import { KIND, NAV, Replayer, describe, loadTrace, vllmSource, vllmSourceUrl } from "./replay.js";
 import {
   blockTitle, drawAllocateSlots, drawBlockTable, drawEvents, drawFixedPoint, drawFreeQueue, drawHashChain, drawPool,
   drawSlotMapping, legend,
@@ -79,6 +79,7 @@ function render({ model, el: root }) {
   const { T, R, firstSeen, timings } = loaded(model);
   let timer = null, lastDrawn = null, frame = null, poolWidth = 0, shownOrder = null;
   const caption = el("div", { cls: "kvlab-caption" });
+  const source = el("div", { cls: "kvlab-source kvlab-dim" });
   const scrubber = el("input", { type: "range", min: "-1", max: String(T.n - 1), step: "1", cls: "kvlab-scrubber",
     "aria-label": "event index" });
   // "jump to" offers only the kinds this trace holds (with their counts), else says "none".
@@ -135,6 +136,9 @@ function render({ model, el: root }) {
     const s = R.stateAt(i), views = new Set(model.get("views"));
     caption.replaceChildren(el("b", {}, `event ${fmt(i)} of ${fmt(T.n)}`), ` · step ${i >= 0 ? T.step[i] : 0} · `,
       el("code", {}, describe(T, i)));
+    const mirrored = vllmSource(T, i);  // the vLLM function this event mirrors
+    source.replaceChildren(...(mirrored ? ["mirrors ", el("a", { href: vllmSourceUrl(mirrored), target: "_blank", rel: "noopener",
+      title: "this event's vLLM 0.22.1 source on GitHub" }, mirrored)] : []));
     scrubber.value = String(i);
     for (const [name, box] of Object.entries(panels)) box.hidden = !views.has(name);
     const order = model.get("views").join();
@@ -184,7 +188,7 @@ function render({ model, el: root }) {
     el("div", { cls: "kvlab-toolbar" }, el("span", {}, "jump to "), kindSelect,
       el("button", { cls: "kvlab-btn", onclick: () => act("prev_kind") }, "◀ previous"),
       el("button", { cls: "kvlab-btn", onclick: () => act("next_kind") }, "next ▶")),
-    caption, ...Object.values(panels));
+    caption, source, ...Object.values(panels));
   root.replaceChildren(wrap);
   // Testing hook (browser tests, benchmarks): the decoded trace, the replayer, the moves.
   const hook = { T, R, model, act, draw, seek: go, timings: { ...timings }, state: () => R.stateAt(model.get("index")) };

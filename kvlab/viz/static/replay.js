@@ -338,6 +338,47 @@ function list(p, max = 12) {
 }
 
 // One line per event, close to Python's str(trace[i]).
+// sources.py: the vLLM 0.22.1 file::function each event mirrors (tests/viz/test_sources.py keeps the
+// two the same). Calls point at the KVCacheManager method they bracket.
+export const VLLM_SOURCES = {
+ "kinds": {
+  "STEP": "vllm/v1/core/sched/scheduler.py::Scheduler.schedule",
+  "POPLEFT": "vllm/v1/core/kv_cache_utils.py::FreeKVCacheBlockQueue.popleft",
+  "POPLEFT_N": "vllm/v1/core/kv_cache_utils.py::FreeKVCacheBlockQueue.popleft_n",
+  "REMOVE": "vllm/v1/core/kv_cache_utils.py::FreeKVCacheBlockQueue.remove",
+  "APPEND": "vllm/v1/core/kv_cache_utils.py::FreeKVCacheBlockQueue.append",
+  "APPEND_N": "vllm/v1/core/kv_cache_utils.py::FreeKVCacheBlockQueue.append_n",
+  "GET_NEW_BLOCKS": "vllm/v1/core/block_pool.py::BlockPool.get_new_blocks",
+  "TOUCH": "vllm/v1/core/block_pool.py::BlockPool.touch",
+  "FREE_BLOCKS": "vllm/v1/core/block_pool.py::BlockPool.free_blocks",
+  "BLOCK_STORED": "vllm/v1/core/block_pool.py::BlockPool.cache_full_blocks",
+  "BLOCK_REMOVED": "vllm/v1/core/block_pool.py::BlockPool._maybe_evict_cached_block",
+  "ALL_BLOCKS_CLEARED": "vllm/v1/core/block_pool.py::BlockPool.reset_prefix_cache",
+  "LOOKED_UP": "vllm/v1/core/block_pool.py::BlockPool.get_cached_block",
+  "FIXED_POINT_ITERATED": "vllm/v1/core/kv_cache_coordinator.py::HybridKVCacheCoordinator.find_longest_cache_hit",
+  "REQ_BLOCKS_ADDED": "vllm/v1/core/single_type_kv_cache_manager.py::SingleTypeKVCacheManager.allocate_new_blocks",
+  "REQ_BLOCKS_NULLED": "vllm/v1/core/single_type_kv_cache_manager.py::SingleTypeKVCacheManager.remove_skipped_blocks",
+  "REQ_FREED": "vllm/v1/core/single_type_kv_cache_manager.py::SingleTypeKVCacheManager.free"
+ },
+ "calls": {
+  "get_computed_blocks": "vllm/v1/core/kv_cache_manager.py::KVCacheManager.get_computed_blocks",
+  "allocate_slots": "vllm/v1/core/kv_cache_manager.py::KVCacheManager.allocate_slots",
+  "free": "vllm/v1/core/kv_cache_manager.py::KVCacheManager.free",
+  "remove_skipped_blocks": "vllm/v1/core/kv_cache_manager.py::KVCacheManager.remove_skipped_blocks",
+  "evict_blocks": "vllm/v1/core/kv_cache_manager.py::KVCacheManager.evict_blocks",
+  "reset_prefix_cache": "vllm/v1/core/kv_cache_manager.py::KVCacheManager.reset_prefix_cache",
+  "cache_blocks": "vllm/v1/core/kv_cache_manager.py::KVCacheManager.cache_blocks",
+  "new_step_starts": "vllm/v1/core/kv_cache_manager.py::KVCacheManager.new_step_starts"
+ }
+};
+export function vllmSource(T, i) {
+  if (i < 0) return null;
+  const k = T.c.kind[i];
+  if (k === KIND.CALL_BEGIN || k === KIND.CALL_END) return VLLM_SOURCES.calls[callName(T, T.c.kind[i] === KIND.CALL_END && T.beginOf[i] >= 0 ? T.beginOf[i] : i)] ?? null;
+  return VLLM_SOURCES.kinds[T.kinds[k]] ?? null;
+}
+export const vllmSourceUrl = (where) => `https://github.com/vllm-project/vllm/blob/v0.22.1/${where.split("::")[0]}`;
+
 export function describe(T, i) {
   if (i < 0) return "initial state (before event 0)";
   const c = T.c, k = c.kind[i], name = T.kinds[k], p = payload(T, i);
