@@ -27,6 +27,7 @@ caller input before changing anything (vLLM asserts or fails half-way).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from kvlab.core import kv_cache_manager_checks as checks
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
     from kvlab.core.kv_cache_metrics import KVCacheMetricsCollector
     from kvlab.core.kv_cache_utils import KVCacheBlock
     from kvlab.core.recorder import KVRecorder
+
+# The logger vLLM's tests patch (kv_cache_manager.logger); the same one the queries use.
+logger = logging.getLogger(__name__)
 
 __all__ = ["KVCacheBlocks", "KVCacheManager"]
 

@@ -30,6 +30,9 @@ if os.environ.get("KVLAB_REDIRECT_SCHED") == "1":
     })
 
 
+EVENT_CLASSES = ("BlockStored", "BlockRemoved", "AllBlocksCleared")
+
+
 def install() -> dict[str, str]:
     """Put kvlab's modules in place of vLLM's; returns what was redirected."""
     import vllm
@@ -46,6 +49,14 @@ def install() -> dict[str, str]:
         sys.modules[vname] = kmod
         setattr(importlib.import_module(parent), child, kmod)
         done[vname] = kname
+    # The KV events kvlab's pool emits: vLLM's tests compare with isinstance against the classes
+    # of vllm.distributed.kv_events (which also holds publishers kvlab does not mirror), so only
+    # the event classes are served by kvlab there.
+    events = importlib.import_module("vllm.distributed.kv_events")
+    kevents = importlib.import_module("kvlab.core.kv_events")
+    for name in EVENT_CLASSES:
+        setattr(events, name, getattr(kevents, name))
+        done[f"vllm.distributed.kv_events.{name}"] = f"kvlab.core.kv_events.{name}"
     return done
 
 

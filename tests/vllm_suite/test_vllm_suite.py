@@ -31,6 +31,7 @@ CLEAN = [
     "tests/v1/test_request.py",
     "tests/v1/core/test_kv_cache_metrics.py",
     "tests/v1/core/test_kv_sharing.py",
+    "tests/v1/core/test_prefix_caching.py",
 ]
 
 
