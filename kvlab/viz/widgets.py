@@ -65,6 +65,9 @@ class TracePlayer(anywidget.AnyWidget):
     Args:
         trace: A kvlab.trace.Trace.
         index: Initial cursor (-1 = the initial state, before event 0).
+        fixed_point: Show the hybrid fixed-point panel: None (default) = whenever the trace
+            holds fixed-point turns (FIXED_POINT_ITERATED), added to the ``views`` given;
+            True / False = as ``views`` says / never.
         **kwargs: Initial values of the other traits (views, requests, speed, ...).
 
     Raises:
@@ -97,10 +100,17 @@ class TracePlayer(anywidget.AnyWidget):
         1024, help="events between replay checkpoints in the browser, >= 16"
     ).tag(sync=True)
 
-    def __init__(self, trace: Any, index: int = -1, **kwargs: Any) -> None:
+    def __init__(
+        self, trace: Any, index: int = -1, fixed_point: bool | None = None, **kwargs: Any
+    ) -> None:
         self._trace = trace
         self._nav = Navigator(trace)
         kwargs.setdefault("views", default_views(trace))  # + fixed_point on a hybrid trace
+        has_turns = "fixed_point" in default_views(trace)
+        if fixed_point is None and has_turns and "fixed_point" not in kwargs["views"]:
+            kwargs["views"] = [*kwargs["views"], "fixed_point"]  # asked views + the turns
+        elif fixed_point is False:
+            kwargs["views"] = [v for v in kwargs["views"] if v != "fixed_point"]
         super().__init__(trace_data=encode_trace(trace), index=index, **kwargs)
         self.set_trait("num_events", len(trace))
 

@@ -58,7 +58,10 @@ def test_every_view_is_selectable_and_drawn_by_the_js(hybrid: Trace, shared: Tra
     player = TracePlayer(hybrid)  # fixed-point turns in the trace: their panel is on unasked
     assert player.views == ["pool", "free_queue", "block_table", "fixed_point", "hash_chain", "events"]
     assert TracePlayer(shared).views == list(DEFAULT_VIEWS)  # no hybrid lookups: no panel
-    assert TracePlayer(hybrid, views=["pool"]).views == ["pool"]  # asked for: as asked
+    # views asked for: kept, plus the fixed-point panel on a hybrid trace unless turned off
+    assert TracePlayer(hybrid, views=["pool"]).views == ["pool", "fixed_point"]
+    assert TracePlayer(hybrid, views=["pool"], fixed_point=False).views == ["pool"]
+    assert TracePlayer(shared, views=["pool"]).views == ["pool"]
     player.views = ["fixed_point", "allocate_slots", "slot_mapping"]
     assert player.get_state("views") == {"views": ["fixed_point", "allocate_slots", "slot_mapping"]}
     panels = re.search(
