@@ -57,7 +57,7 @@ def test_bad_trace_line_named(tmp_path):
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 4), st.integers(1, 4), st.integers(1, 511)),
                 min_size=1, max_size=25),
-       st.integers(1, 12))
+       st.integers(20, 60))  # NOTE: >= 20 blocks of 128: every request fits
 def test_vllm_lru_hit_rate_monotonic_in_capacity(shape, num_blocks):
     # Requests are paths in a small tree of prefixes: (branch, depth, tail tokens).
     lines = []
