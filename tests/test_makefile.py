@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,8 +17,12 @@ def test_setup_shows_progress(target: str) -> None:
     if shutil.which("make") is None:
         pytest.fail("make is needed to check the Makefile")
     # -n: print the commands without running them; -B: as on a fresh machine (no stamp yet)
-    run = subprocess.run(["make", "-n", "-B", target, "VENV=/nonexistent-venv"], cwd=REPO,
-                         capture_output=True, text=True, check=True)
+    # Run as a top-level make even when pytest itself runs under `make test` (as CI does): a
+    # sub-make inherits MAKELEVEL/MAKEFLAGS and prints "make[1]: Entering/Leaving directory".
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    run = subprocess.run(["make", "--no-print-directory", "-n", "-B", target,
+                          "VENV=/nonexistent-venv"],
+                         cwd=REPO, capture_output=True, text=True, check=True, env=env)
     lines = run.stdout.splitlines()
     pip = [ln for ln in lines if " -m pip install" in ln]
     assert len(pip) == 3, lines
