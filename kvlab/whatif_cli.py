@@ -6,7 +6,9 @@
 Prints a table and writes ``{"results": [{"cache", "capacity_tokens", "block_size",
 "hit_rate", "hit_tokens", "prompt_tokens", "evicted_blocks", "preemptions", ...}, ...]}``
 (hit_rate = prompt tokens served from the prefix cache / prompt tokens), plus one "infinite"
-row (the theoretical maximum). Only the "sequence" clock is implemented so far. Bad flags exit
+row (the theoretical maximum). Only the "sequence" clock is implemented so far.
+``--format``: mooncake, jsonl (prompt token ids), kvtrace (a saved kvlab trace) or kvevents
+(a recorded vLLM KV-event stream); see kvlab.traffic.formats. Bad flags exit
 with status 2 before any work; the JSON is written atomically (temporary file, then rename).
 """
 
@@ -21,7 +23,7 @@ import click
 
 __all__ = ["whatif"]
 
-_FORMATS = ("mooncake",)
+_FORMATS = ("mooncake", "jsonl", "kvtrace", "kvevents")  # NOTE: kvlab.traffic.FORMATS
 _CACHES = ("vllm", "nano", "radix")
 
 
@@ -40,6 +42,24 @@ def _capacities(text: str, block_size: int) -> list[int]:
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--capacity-tokens") from None
     return out
+
+
+def _check_block_size(fmt: str, block_size: int) -> None:
+    """Mooncake hash ids cover 512 tokens: the block size must divide 512 (others: >= 1)."""
+    if block_size < 1 or (fmt == "mooncake" and 512 % block_size):
+        allowed = "the divisors of 512" if fmt == "mooncake" else "an int >= 1"
+        raise click.BadParameter(f"{block_size} is not allowed for --format {fmt}; allowed: "
+                                 f"{allowed}", param_hint="--block-size")  # fmt: skip
+
+
+def _load_requests(trace: Path, fmt: str, limit: int | None) -> list:
+    """TRACE read as ``--format`` says; a bad file exits 1 naming the line and what is allowed."""
+    from kvlab.traffic import load_traffic
+
+    try:
+        return load_traffic(trace, fmt, limit)
+    except (ValueError, ImportError) as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def write_json_atomic(path: Path, obj: object) -> None:
@@ -72,7 +92,7 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: int, caches:
     from rich.console import Console
     from rich.table import Table
 
-    from kvlab.traffic import prepare_blocks, read_mooncake, replay_sequence
+    from kvlab.traffic import prepare_blocks, replay_sequence
 
     if fmt not in _FORMATS:
         raise click.BadParameter(f"unknown format {fmt!r}; allowed: {', '.join(_FORMATS)}",
@@ -85,18 +105,16 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: int, caches:
     if bad or not names:
         raise click.BadParameter(f"unknown cache {bad[0] if bad else caches!r}; allowed: "
                                  f"{', '.join(_CACHES)}", param_hint="--caches")  # fmt: skip
-    if block_size < 1 or 512 % block_size:
-        raise click.BadParameter(f"{block_size} does not divide 512; allowed: the divisors of "
-                                 f"512", param_hint="--block-size")  # fmt: skip
+    _check_block_size(fmt, block_size)
     caps = _capacities(capacity_tokens, block_size)
     if json_out is not None and not (json_out.parent or Path(".")).resolve().is_dir():
         raise click.BadParameter(f"folder {json_out.parent} does not exist",
                                  param_hint="--json")  # fmt: skip
+    reqs = _load_requests(trace, fmt, limit)
     try:
-        reqs = read_mooncake(trace, limit)
-    except ValueError as exc:
+        blocked = prepare_blocks(reqs, block_size, progress=True)
+    except ValueError as exc:  # NOTE: a block size not dividing a kvevents recording's
         raise click.ClickException(str(exc)) from None
-    blocked = prepare_blocks(reqs, block_size, progress=True)
     rows = [replay_sequence(blocked, "infinite", block_size).to_dict()]
     rows[0]["capacity_tokens"] = None
     for cache in names:

@@ -1,6 +1,7 @@
 """kvlab.traffic: real request traces through vLLM's exact cache policy (and two others).
 
-* ``read_mooncake`` reads the Mooncake FAST'25 trace format into ``TrafficRequest``s;
+* ``load_traffic`` reads any of FORMATS (mooncake, jsonl, kvtrace, kvevents);
+  ``read_mooncake`` reads the Mooncake FAST'25 trace format into ``TrafficRequest``s;
   ``synthesize_tokens`` derives token ids from its hash ids (equal ids = equal prefix blocks).
 * ``prepare_blocks`` hashes every prompt once at a kvlab block size (``BlockedTraffic``).
 * ``replay_sequence`` replays it on the "sequence" clock through vLLM 0.22.1 (kvlab.core),
@@ -15,6 +16,12 @@ Examples:
 """
 
 from kvlab.traffic.blocks import BlockedTraffic, prepare_blocks
+from kvlab.traffic.formats import (
+    FORMATS,
+    load_traffic,
+    traffic_from_kv_events,
+    traffic_from_workload,
+)
 from kvlab.traffic.mooncake import (
     MOONCAKE_BLOCK_SIZE,
     TrafficRequest,
@@ -25,7 +32,8 @@ from kvlab.traffic.mooncake import (
 from kvlab.traffic.replay import CACHES, ReplayResult, infinite_hits, replay_sequence
 
 __all__ = [
-    "CACHES", "MOONCAKE_BLOCK_SIZE", "BlockedTraffic", "ReplayResult", "TrafficRequest",
-    "infinite_hits", "prepare_blocks", "read_mooncake", "read_mooncake_lines", "replay_sequence",
-    "synthesize_tokens",
+    "CACHES", "FORMATS", "MOONCAKE_BLOCK_SIZE", "BlockedTraffic", "ReplayResult", "TrafficRequest",
+    "infinite_hits", "load_traffic", "prepare_blocks", "read_mooncake", "read_mooncake_lines",
+    "replay_sequence",
+    "synthesize_tokens", "traffic_from_kv_events", "traffic_from_workload",
 ]  # fmt: skip
