@@ -1,6 +1,7 @@
 """Canonical scenarios behind every figure in figures/, docs and notebooks.
 
-Each scenario replays a worked example of the study notes (shared/seeds) on kvlab's real
+Each scenario replays a worked example from the Chinese vLLM study notes kvlab was specified
+from (their premises labelled as theirs where they differ from a real model) on kvlab's real
 KV-cache manager and draws it with kvlab.viz, so no picture is hand-drawn and none can drift from
 the code: ``kvlab figures`` regenerates them all, and a test checks the committed files are what
 the code draws today.

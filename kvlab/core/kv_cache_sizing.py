@@ -17,7 +17,8 @@ and one tensor per layer *position* is shared by the groups::
 
     num_blocks = available_memory // page_size // max(len(g.layer_names) for g in groups)
 
-Example (the Qwen3-VL worked example of the study notes: 80 layers, 8 KV heads of 128,
+Example (the Qwen3-VL worked example of a widely read Chinese study note, whose premise is its
+own, not the real model's: 80 layers, 8 KV heads of 128,
 bf16, 16-token blocks, 56 GiB for the cache):
     >>> from kvlab.core.kv_cache_interface import FullAttentionSpec
     >>> spec = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, dtype="bfloat16")

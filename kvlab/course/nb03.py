@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 from kvlab.core import (
     BlockPool,
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-    KVCacheManager,
-    Request,
-    SamplingParams,
-    get_request_block_hasher,
-    init_none_hash,
-    sha256,
 )
+from kvlab.course._lab import admit as _admit
+from kvlab.course._lab import full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
 
 
@@ -23,20 +14,13 @@ def _setup():
     """Notebook 3's manager, recorder and admit(), with x and a admitted, a and x freed, b admitted."""
     from kvlab.trace import Recorder
 
-    os.environ.setdefault("PYTHONHASHSEED", "0")
-    init_none_hash(sha256)
-    spec = FullAttentionSpec(block_size=4, num_kv_heads=1, head_size=1, dtype="float32")
-    manager = KVCacheManager(KVCacheConfig(15, [], [KVCacheGroupSpec(["layer0"], spec)]),
-                             max_model_len=128, hash_block_size=4)  # fmt: skip
+    manager = full_attention_manager(15, 4)
     recorder = Recorder().attach(manager)
-    hasher = get_request_block_hasher(4, sha256)
+    make = request_factory(4)
 
     def admit(request_id, prompt):
-        req = Request(request_id, prompt, SamplingParams(max_tokens=8), None, block_hasher=hasher)
-        hit_blocks, num_hit = manager.get_computed_blocks(req)
-        manager.allocate_slots(req, req.num_tokens - num_hit, num_hit, hit_blocks)
-        req.num_computed_tokens = req.num_tokens
-        return req, num_hit
+        req = make(request_id, prompt)
+        return req, _admit(manager, req)
 
     x, _ = admit("x", list(range(1000, 1036)))
     a, _ = admit("a", list(range(20)))

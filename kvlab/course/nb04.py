@@ -2,19 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
-from kvlab.core import (
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-    KVCacheManager,
-    Request,
-    SamplingParams,
-    get_request_block_hasher,
-    init_none_hash,
-    sha256,
-)
+from kvlab.course._lab import full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
 
 PROMPT = list(range(100, 114))
@@ -22,18 +10,7 @@ PROMPT = list(range(100, 114))
 
 
 def _manager(block_size: int = 4):
-    os.environ.setdefault("PYTHONHASHSEED", "0")
-    init_none_hash(sha256)
-    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype="float32")
-    manager = KVCacheManager(KVCacheConfig(16, [], [KVCacheGroupSpec(["layer0"], spec)]),
-                             max_model_len=128, hash_block_size=block_size)  # fmt: skip
-    hasher = get_request_block_hasher(block_size, sha256)
-
-    def make(request_id, prompt, **extra):
-        return Request(request_id, prompt, SamplingParams(max_tokens=8), None,
-                       block_hasher=hasher, **extra)  # fmt: skip
-
-    return manager, make
+    return full_attention_manager(16, block_size), request_factory(block_size)
 
 
 def exact_multiple_hits() -> tuple[int, int]:

@@ -2,36 +2,15 @@
 
 from __future__ import annotations
 
-import os
-
-from kvlab.core import (
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-    KVCacheManager,
-    Request,
-    SamplingParams,
-    get_request_block_hasher,
-    init_none_hash,
-    sha256,
-)
+from kvlab.course._lab import full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
 
 SYSTEM_PROMPT = list(range(100, 116))
 
 
 def _manager(num_blocks: int = 20):
-    os.environ.setdefault("PYTHONHASHSEED", "0")
-    init_none_hash(sha256)
-    spec = FullAttentionSpec(block_size=4, num_kv_heads=1, head_size=1, dtype="float32")
-    manager = KVCacheManager(KVCacheConfig(num_blocks, [], [KVCacheGroupSpec(["layer0"], spec)]),
-                             max_model_len=256, hash_block_size=4)  # fmt: skip
-    hasher = get_request_block_hasher(4, sha256)
-
-    def make(request_id, prompt):
-        return Request(request_id, prompt, SamplingParams(max_tokens=16), None, block_hasher=hasher)
-
-    return manager, make
+    return (full_attention_manager(num_blocks, 4, max_model_len=256),
+            request_factory(4, max_tokens=16))  # fmt: skip
 
 
 def _with_sys_and_b(first_chunk: int):

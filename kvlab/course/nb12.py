@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 from kvlab.core import (
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-    KVCacheManager,
     Request,
     SamplingParams,
     get_request_block_hasher,
-    init_none_hash,
     sha256,
 )
+from kvlab.course._lab import full_attention_manager
 from kvlab.course.check import Exercise, register
 
 _BLOCK_SIZE = 4
@@ -23,11 +17,7 @@ _BLOCK_SIZE = 4
 def _manager(num_blocks: int):
     from kvlab.trace import Recorder
 
-    os.environ.setdefault("PYTHONHASHSEED", "0")
-    init_none_hash(sha256)
-    spec = FullAttentionSpec(block_size=_BLOCK_SIZE, num_kv_heads=1, head_size=1, dtype="float32")
-    config = KVCacheConfig(num_blocks, [], [KVCacheGroupSpec(["layers"], spec)])
-    manager = KVCacheManager(config, max_model_len=128, hash_block_size=_BLOCK_SIZE)
+    manager = full_attention_manager(num_blocks, _BLOCK_SIZE, layer="layers")
     return manager, Recorder().attach(manager), get_request_block_hasher(_BLOCK_SIZE, sha256)
 
 

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 from kvlab.core import (
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-    KVCacheManager,
     Request,
     SamplingParams,
     get_request_block_hasher,
-    init_none_hash,
     sha256,
 )
+from kvlab.course._lab import admit as _admit
+from kvlab.course._lab import full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
 
 _LAYERS = ("KVCacheManager", "KVCacheCoordinator", "SingleTypeKVCacheManager", "BlockPool")
@@ -23,18 +19,13 @@ _LAYERS = ("KVCacheManager", "KVCacheCoordinator", "SingleTypeKVCacheManager", "
 
 def _setup():
     """Notebook 13's manager (10 blocks of 4 tokens) and an admit() that looks up, then allocates."""
-    os.environ.setdefault("PYTHONHASHSEED", "0")
-    init_none_hash(sha256)
-    spec = FullAttentionSpec(block_size=4, num_kv_heads=1, head_size=1, dtype="float32")
-    manager = KVCacheManager(KVCacheConfig(10, [], [KVCacheGroupSpec(["layers"], spec)]),
-                             max_model_len=128, hash_block_size=4)  # fmt: skip
+    manager = full_attention_manager(10, 4, layer="layers")
+    make = request_factory(4)
     hasher = get_request_block_hasher(4, sha256)
 
     def admit(request_id: str, prompt: list[int]) -> Request:
-        req = Request(request_id, prompt, SamplingParams(max_tokens=8), None, block_hasher=hasher)
-        hit_blocks, num_hit = manager.get_computed_blocks(req)
-        manager.allocate_slots(req, req.num_tokens - num_hit, num_hit, hit_blocks)
-        req.num_computed_tokens = req.num_tokens
+        req = make(request_id, prompt)
+        _admit(manager, req)
         return req
 
     return manager, admit, hasher

@@ -8,37 +8,19 @@ reads the answer off it, so the key follows kvlab (and vLLM 0.22.1, which kvlab 
 
 from __future__ import annotations
 
-import os
-
 from kvlab.core import (
     FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-    KVCacheManager,
-    Request,
-    SamplingParams,
     VllmConfig,
     get_num_blocks,
-    get_request_block_hasher,
-    init_none_hash,
-    sha256,
 )
+from kvlab.course._lab import full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
-from kvlab.course.nb12 import children_blocks, resume_hit
+from kvlab.course.nb12 import resume_hit
 
 
 def _manager(num_blocks: int = 16, block_size: int = 4):
-    os.environ.setdefault("PYTHONHASHSEED", "0")
-    init_none_hash(sha256)
-    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype="float32")
-    manager = KVCacheManager(KVCacheConfig(num_blocks, [], [KVCacheGroupSpec(["layers"], spec)]),
-                             max_model_len=4096, hash_block_size=block_size)  # fmt: skip
-    hasher = get_request_block_hasher(block_size, sha256)
-
-    def request(request_id: str, prompt: list[int]) -> Request:
-        return Request(request_id, prompt, SamplingParams(max_tokens=8), None, block_hasher=hasher)
-
-    return manager, request
+    return (full_attention_manager(num_blocks, block_size, max_model_len=4096, layer="layers"),
+            request_factory(block_size))  # fmt: skip
 
 
 def q1_blocks_for_257_tokens() -> int:
