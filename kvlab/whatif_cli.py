@@ -1,12 +1,14 @@
 """``kvlab whatif``: the hit rate a real trace would get at each cache capacity.
 
-    kvlab whatif TRACE --format mooncake --capacity-tokens 1e4,1e5,1e6 [--block-size 16]
-                 [--caches vllm,nano,radix] --json OUT.json
+    kvlab whatif TRACE --format mooncake --capacity-tokens 1e4,1e5,1e6 [--block-size 16,512]
+                 [--caches vllm,nano,radix] --json OUT.json [--svg CURVE.svg] [--png CURVE.png]
 
 Prints a table and writes ``{"results": [{"cache", "capacity_tokens", "block_size",
 "hit_rate", "hit_tokens", "prompt_tokens", "evicted_blocks", "preemptions", ...}, ...]}``
 (hit_rate = prompt tokens served from the prefix cache / prompt tokens), plus one "infinite"
-row (the theoretical maximum). Only the "sequence" clock is implemented so far.
+row per block size (the theoretical maximum); ``--svg`` / ``--png`` draw the hit-rate-vs-capacity
+curve (kvlab.traffic.plot). Progress bars (tqdm, on stderr) show only on a terminal;
+``--no-progress`` turns them off there too. Only the "sequence" clock is implemented so far.
 ``--format``: mooncake, jsonl (prompt token ids), kvtrace (a saved kvlab trace) or kvevents
 (a recorded vLLM KV-event stream); see kvlab.traffic.formats. Bad flags exit
 with status 2 before any work; the JSON is written atomically (temporary file, then rename).
@@ -74,25 +76,92 @@ def write_json_atomic(path: Path, obj: object) -> None:
         raise
 
 
+def _block_sizes(text: str, fmt: str) -> list[int]:
+    """``--block-size 16,512`` -> [16, 512], each checked for ``fmt``."""
+    out = []
+    for part in text.split(","):
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise click.BadParameter(f"{part!r} is not a whole number of tokens",
+                                     param_hint="--block-size") from None  # fmt: skip
+        _check_block_size(fmt, out[-1])
+    return out
+
+
+def _check_images(svg: Path | None, png: Path | None) -> None:
+    """Before any work: image paths writable and matplotlib importable."""
+    from kvlab.cli_checks import check_output_file
+
+    check_output_file(svg, "--svg")
+    check_output_file(png, "--png")
+    if svg is not None or png is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise click.UsageError("--svg / --png need matplotlib: pip install "
+                                   "'kvlab[viz]'") from None  # fmt: skip
+
+
+def _print_table(title: str, rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("cache", "block size", "capacity (tokens)", "hit rate", "hit tokens",
+                "evicted blocks", "rejected"):  # fmt: skip
+        table.add_column(col, justify="left" if col == "cache" else "right")
+    for r in rows:
+        cap = "∞" if r["capacity_tokens"] is None else f"{r['capacity_tokens']:,}"
+        table.add_row(r["cache"], str(r["block_size"]), cap, f"{r['hit_rate']:.3f}",
+                      f"{r['hit_tokens']:,}", f"{r['evicted_blocks']:,}",
+                      f"{r['rejected']:,}")  # fmt: skip
+    Console(highlight=False).print(table)
+
+
+def _write_outputs(rows: list[dict], title: str, json_out: Path | None, svg: Path | None,
+                   png: Path | None) -> None:  # fmt: skip
+    """The figure is drawn before any file is written; each file is written atomically."""
+    fig = None
+    if svg is not None or png is not None:
+        from kvlab.traffic.plot import hit_rate_figure
+
+        fig = hit_rate_figure(rows, title=title)
+    if json_out is not None:
+        write_json_atomic(json_out, {"results": rows})
+    if fig is not None:
+        from kvlab.traffic.plot import save_figure
+
+        for path, kind in ((svg, "svg"), (png, "png")):
+            if path is not None:
+                save_figure(fig, path, kind)
+
+
 @click.command()
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", default="mooncake", show_default=True,
               help=f"Trace format: {', '.join(_FORMATS)}.")
 @click.option("--capacity-tokens", required=True, help="Comma-separated pool sizes (tokens).")
-@click.option("--block-size", default=512, show_default=True, help="kvlab block size (tokens).")
+@click.option("--block-size", default="512", show_default=True,
+              help="kvlab block size(s), comma-separated (tokens).")
 @click.option("--caches", default="vllm", show_default=True,
               help=f"Comma-separated, of {', '.join(_CACHES)}.")
 @click.option("--clock", default="sequence", show_default=True, help="Replay clock: sequence.")
-@click.option("--limit", type=int, default=None, help="Only the first N requests.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Only the first N requests.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Write the results here.")
-def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: int, caches: str,
-           clock: str, limit: int | None, json_out: Path | None) -> None:  # fmt: skip
+@click.option("--svg", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the hit-rate-vs-capacity curve here (SVG).")
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the hit-rate-vs-capacity curve here (PNG).")
+@click.option("--no-progress", is_flag=True,
+              help="No progress bars (they show only when stderr is a terminal anyway).")
+def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches: str,
+           clock: str, limit: int | None, json_out: Path | None, svg: Path | None,
+           png: Path | None, no_progress: bool) -> None:  # fmt: skip
     """Hit rate of TRACE at each capacity, per cache (and the infinite-cache maximum)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from kvlab.traffic import prepare_blocks, replay_sequence
+    from kvlab.traffic import sweep, sweep_rows
 
     if fmt not in _FORMATS:
         raise click.BadParameter(f"unknown format {fmt!r}; allowed: {', '.join(_FORMATS)}",
@@ -105,29 +174,19 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: int, caches:
     if bad or not names:
         raise click.BadParameter(f"unknown cache {bad[0] if bad else caches!r}; allowed: "
                                  f"{', '.join(_CACHES)}", param_hint="--caches")  # fmt: skip
-    _check_block_size(fmt, block_size)
-    caps = _capacities(capacity_tokens, block_size)
+    sizes = _block_sizes(block_size, fmt)
+    caps = [_capacities(capacity_tokens, bs) for bs in sizes][0]
     if json_out is not None and not (json_out.parent or Path(".")).resolve().is_dir():
         raise click.BadParameter(f"folder {json_out.parent} does not exist",
                                  param_hint="--json")  # fmt: skip
+    _check_images(svg, png)
     reqs = _load_requests(trace, fmt, limit)
     try:
-        blocked = prepare_blocks(reqs, block_size, progress=True)
+        results = sweep(reqs, names, caps, sizes, progress=False if no_progress else None)
     except ValueError as exc:  # NOTE: a block size not dividing a kvevents recording's
         raise click.ClickException(str(exc)) from None
-    rows = [replay_sequence(blocked, "infinite", block_size).to_dict()]
-    rows[0]["capacity_tokens"] = None
-    for cache in names:
-        for cap in caps:
-            rows.append(replay_sequence(blocked, cache, cap, progress=True).to_dict())
-    table = Table(title=f"{trace.name}: {len(reqs):,} requests, block size {block_size}")
-    for col in ("cache", "capacity (tokens)", "hit rate", "hit tokens", "evicted blocks",
-                "rejected"):  # fmt: skip
-        table.add_column(col, justify="left" if col == "cache" else "right")
-    for r in rows:
-        cap = "∞" if r["capacity_tokens"] is None else f"{r['capacity_tokens']:,}"
-        table.add_row(r["cache"], cap, f"{r['hit_rate']:.3f}", f"{r['hit_tokens']:,}",
-                      f"{r['evicted_blocks']:,}", f"{r['rejected']:,}")  # fmt: skip
-    Console(highlight=False).print(table)
-    if json_out is not None:
-        write_json_atomic(json_out, {"results": rows})
+    rows = sweep_rows(results)
+    bs_text = ", ".join(str(bs) for bs in sizes)
+    title = f"{trace.name}: {len(reqs):,} requests, block size {bs_text}"
+    _print_table(title, rows)
+    _write_outputs(rows, title, json_out, svg, png)

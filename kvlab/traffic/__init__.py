@@ -5,7 +5,9 @@
   ``synthesize_tokens`` derives token ids from its hash ids (equal ids = equal prefix blocks).
 * ``prepare_blocks`` hashes every prompt once at a kvlab block size (``BlockedTraffic``).
 * ``replay_sequence`` replays it on the "sequence" clock through vLLM 0.22.1 (kvlab.core),
-  nano-vllm's BlockManager, SGLang's radix tree, or the infinite cache (``ReplayResult``).
+  nano-vllm's BlockManager, SGLang's radix tree, or the infinite cache (``ReplayResult``);
+  ``sweep`` does it at every (block size, cache, capacity) and ``hit_rate_figure`` draws the
+  hit-rate-vs-capacity curve (matplotlib).
 
 Examples:
     >>> reqs = read_mooncake_lines([
@@ -15,7 +17,7 @@ Examples:
     1024
 """
 
-from kvlab.traffic.blocks import BlockedTraffic, prepare_blocks
+from kvlab.traffic.blocks import BlockedTraffic, prepare_blocks, progress_iter
 from kvlab.traffic.formats import (
     FORMATS,
     load_traffic,
@@ -29,11 +31,13 @@ from kvlab.traffic.mooncake import (
     read_mooncake_lines,
     synthesize_tokens,
 )
+from kvlab.traffic.plot import IMAGE_FORMATS, hit_rate_figure, save_figure
 from kvlab.traffic.replay import CACHES, ReplayResult, infinite_hits, replay_sequence
+from kvlab.traffic.sweep import sweep, sweep_rows
 
 __all__ = [
-    "CACHES", "FORMATS", "MOONCAKE_BLOCK_SIZE", "BlockedTraffic", "ReplayResult", "TrafficRequest",
-    "infinite_hits", "load_traffic", "prepare_blocks", "read_mooncake", "read_mooncake_lines",
-    "replay_sequence",
-    "synthesize_tokens", "traffic_from_kv_events", "traffic_from_workload",
+    "CACHES", "FORMATS", "IMAGE_FORMATS", "MOONCAKE_BLOCK_SIZE", "BlockedTraffic", "ReplayResult",
+    "TrafficRequest", "hit_rate_figure", "infinite_hits", "load_traffic", "prepare_blocks",
+    "progress_iter", "read_mooncake", "read_mooncake_lines", "replay_sequence", "save_figure",
+    "sweep", "sweep_rows", "synthesize_tokens", "traffic_from_kv_events", "traffic_from_workload",
 ]  # fmt: skip

@@ -35,7 +35,7 @@ from kvlab.core.block_hash import BlockHash, hash_block_tokens, init_none_hash
 from kvlab.core.hashing import sha256
 from kvlab.traffic.mooncake import TrafficRequest
 
-__all__ = ["BlockedTraffic", "prepare_blocks"]
+__all__ = ["BlockedTraffic", "prepare_blocks", "progress_iter"]
 
 
 @dataclass
@@ -78,13 +78,30 @@ class BlockedTraffic:
         raise KeyError(f"no request {request_id!r} (ids look like {some}, ...)")
 
 
+def progress_iter(it: Any, progress: bool | None, **tqdm_kwargs: Any) -> Any:
+    """``it`` under a tqdm progress bar (on stderr), following tqdm's conventions.
+
+    Args:
+        it: Any iterable.
+        progress: True = always a bar, None = a bar only when stderr is a terminal (tqdm's
+            ``disable=None``: none in logs, pipes or captured output), False = ``it`` itself.
+        tqdm_kwargs: Passed to tqdm (desc, unit, leave, total, ...).
+    """
+    if progress is False:
+        return it
+    from tqdm.auto import tqdm
+
+    return tqdm(it, disable=None if progress is None else False, **tqdm_kwargs)
+
+
 def ensure_none_hash(hash_fn: Callable[[Any], bytes] = sha256) -> None:
     """Set kvlab's NONE_HASH once per process (never re-set it: held hashes would go stale)."""
     if not hasattr(sys.modules["kvlab.core.block_hash"], "NONE_HASH"):
         init_none_hash(hash_fn)
 
 
-def _check_block_size(block_size: int, requests: Sequence[TrafficRequest]) -> None:
+def check_block_size(block_size: int, requests: Sequence[TrafficRequest]) -> None:
+    """Raise ValueError unless ``block_size`` is an int >= 1 dividing every hash block size."""
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise ValueError(f"block_size must be an int >= 1 (tokens), got {block_size!r}")
     for r in requests:
@@ -127,7 +144,7 @@ def prepare_blocks(
     requests: Sequence[TrafficRequest],
     block_size: int,
     hash_fn: Callable[[Any], bytes] = sha256,
-    progress: bool = False,
+    progress: bool | None = False,
 ) -> BlockedTraffic:
     """Hash every request's full prompt blocks at ``block_size`` (see the module docstring).
 
@@ -136,7 +153,7 @@ def prepare_blocks(
         block_size: kvlab block size (tokens); for hash-id requests a divisor of their
             hash block size (512 for Mooncake).
         hash_fn: The prefix-cache hash function (``kvlab.core.hashing``), vLLM's default sha256.
-        progress: Show a tqdm progress bar.
+        progress: A tqdm progress bar: True shows it, None only on a terminal, False not.
 
     Returns:
         The BlockedTraffic.
@@ -144,16 +161,13 @@ def prepare_blocks(
     Raises:
         ValueError: If block_size is not a positive int, or does not divide a hash block size.
     """
-    _check_block_size(block_size, requests)
+    check_block_size(block_size, requests)
     ensure_none_hash()
     memo: dict = {}
     intern: dict[BlockHash, int] = {}
     all_hashes, all_keys = [], []
-    it: Any = requests
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(requests, desc=f"hashing blocks (block size {block_size})", unit="req")
+    it = progress_iter(requests, progress, desc=f"hashing blocks (block size {block_size})",
+                       unit="req")  # fmt: skip
     for req in it:
         if req.hash_ids is not None:
             hashes = _hash_ids_blocks(req, block_size, memo, hash_fn)

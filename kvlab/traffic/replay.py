@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.traffic.blocks import BlockedTraffic, ensure_none_hash
+from kvlab.traffic.blocks import BlockedTraffic, ensure_none_hash, progress_iter
 from kvlab.traffic.mooncake import synthesize_tokens
 
 __all__ = ["CACHES", "ReplayResult", "replay_sequence"]
@@ -265,7 +265,7 @@ def replay_sequence(
     cache: str,
     capacity_tokens: int,
     record: bool = False,
-    progress: bool = False,
+    progress: bool | None = False,
     stop_after: int | None = None,
     record_from: int = 0,
 ) -> ReplayResult:
@@ -277,7 +277,7 @@ def replay_sequence(
         capacity_tokens: Pool size (tokens), at least one block; ignored by "infinite".
         record: Record a kvlab Trace (vllm and nano only; ``ReplayResult.trace``); one
             scheduler step per request (step = request index).
-        progress: Show a tqdm progress bar.
+        progress: A tqdm progress bar: True shows it, None only on a terminal, False not.
         stop_after: Replay only the first ``stop_after`` requests (None = all).
         record_from: Start recording at this request index (the trace starts from the
             cache's state then; earlier requests run unrecorded).
@@ -301,12 +301,8 @@ def replay_sequence(
         res.per_request_hit_tokens = infinite_hits(blocked)[:n]
     else:
         ensure_none_hash()
-        it: Any = range(n)
-        if progress:
-            from tqdm.auto import tqdm
-
-            it = tqdm(it, desc=f"{cache} @ {capacity:,} tokens (bs {bs})", unit="req",
-                      leave=False)  # fmt: skip
+        it = progress_iter(range(n), progress, desc=f"{cache} @ {capacity:,} tokens (bs {bs})",
+                           unit="req", leave=False)  # fmt: skip
         rec = _Recording(cache, record_from) if record else None
         _SERVE[cache](blocked, capacity // bs, res, it, rec)
         if rec is not None and rec.recorder is not None:

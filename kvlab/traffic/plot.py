@@ -1,0 +1,128 @@
+"""The hit-rate-vs-capacity curve of a what-if sweep, drawn with matplotlib.
+
+One line per (cache, block size) over the capacities swept, on a log x axis (tokens), and one
+dashed horizontal line per block size for the infinite cache (the most any cache can hit).
+The knee of a line is the capacity past which more cache buys little: the trace's reused
+prefixes fit from there on.
+
+matplotlib is optional (``pip install kvlab[viz]``): importing this module does not need it,
+``hit_rate_figure`` says so when it is missing. The figure is a plain ``matplotlib.figure.Figure``
+(no pyplot state), so it renders in a notebook, and ``save_figure`` writes it atomically.
+
+Examples:
+    >>> rows = [{"cache": "vllm", "capacity_tokens": c, "block_size": 16, "hit_rate": h}
+    ...         for c, h in ((1000, 0.1), (10000, 0.5))]
+    >>> fig = hit_rate_figure(rows)
+    >>> [line.get_label() for line in fig.axes[0].get_lines()]
+    ['vllm, block size 16']
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+__all__ = ["IMAGE_FORMATS", "hit_rate_figure", "save_figure"]
+
+IMAGE_FORMATS = ("svg", "png")
+"""File formats ``save_figure`` writes."""
+
+_COLORS = {"vllm": "tab:blue", "nano": "tab:orange", "radix": "tab:green"}
+_STYLES = ("-", "--", ":", "-.")
+
+
+def _row(r: Any) -> dict[str, Any]:
+    row = r.to_dict() if hasattr(r, "to_dict") else dict(r)
+    missing = [k for k in ("cache", "capacity_tokens", "block_size", "hit_rate") if k not in row]
+    if missing:
+        raise ValueError(f"a result row needs cache, capacity_tokens, block_size and hit_rate; "
+                         f"missing {', '.join(missing)} in {row!r:.80}")  # fmt: skip
+    return row
+
+
+def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
+    """Draw hit rate against capacity (see the module docstring).
+
+    Args:
+        results: ReplayResults, or ``kvlab whatif`` JSON rows (dicts with cache,
+            capacity_tokens, block_size, hit_rate); infinite-cache rows (cache "infinite")
+            become horizontal lines whatever their capacity.
+        title: Figure title (None = none).
+
+    Returns:
+        A matplotlib Figure with one Axes: x = capacity (tokens, log scale), y = hit rate.
+
+    Raises:
+        ValueError: If a row lacks a field, or no row has a finite capacity to draw.
+        ImportError: Without matplotlib.
+    """
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ImportError("drawing the hit-rate curve needs matplotlib: "
+                          "pip install 'kvlab[viz]'") from None  # fmt: skip
+    rows = [_row(r) for r in results]
+    lines: dict[tuple[str, int], list[tuple[int, float]]] = {}
+    best: dict[int, float] = {}
+    for r in rows:
+        if r["cache"] == "infinite":
+            best[r["block_size"]] = r["hit_rate"]
+        else:
+            lines.setdefault((r["cache"], r["block_size"]), []).append(
+                (r["capacity_tokens"], r["hit_rate"]))  # fmt: skip
+    if not lines:
+        raise ValueError("no row with a cache other than 'infinite': nothing to draw")
+    sizes = sorted({bs for _, bs in lines} | set(best))
+    style = {bs: _STYLES[i % len(_STYLES)] for i, bs in enumerate(sizes)}
+    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    for (cache, bs), points in lines.items():
+        xs, ys = zip(*sorted(points), strict=True)
+        ax.plot(xs, ys, style[bs], marker="o", color=_COLORS.get(cache, "tab:purple"),
+                label=f"{cache}, block size {bs}")  # fmt: skip
+    for bs in sorted(best):
+        ax.axhline(best[bs], linestyle=style[bs], color="0.35", linewidth=1,
+                   label=f"infinite cache, block size {bs}")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("cache capacity (tokens, log scale)")
+    ax.set_ylabel("hit rate (hit tokens / prompt tokens)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def save_figure(fig: Any, path: str | PathLike[str], fmt: str | None = None) -> None:
+    """Write ``fig`` to ``path`` atomically (a temporary file, then a rename).
+
+    Args:
+        fig: A matplotlib Figure.
+        path: The file.
+        fmt: "svg" or "png"; None = from the suffix.
+
+    Raises:
+        ValueError: If the format is not one of IMAGE_FORMATS.
+    """
+    path = Path(path)
+    fmt = fmt or path.suffix.lstrip(".").lower()
+    if fmt not in IMAGE_FORMATS:
+        raise ValueError(f"cannot write {path.name!r} as {fmt!r}; allowed: "
+                         f"{', '.join(IMAGE_FORMATS)}")  # fmt: skip
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        from matplotlib import rc_context
+
+        # NOTE: no date, fixed SVG ids: the same sweep writes the same bytes
+        meta = {"Date": None} if fmt == "svg" else {"Software": None}
+        with os.fdopen(fd, "wb") as f, rc_context({"svg.hashsalt": "kvlab"}):
+            fig.savefig(f, format=fmt, metadata=meta)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
