@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kvlab.trace.designs import design_of
 from kvlab.trace.events import EventKind, unpack_fixed_point
 from kvlab.trace.tables import key_code
 from kvlab.trace.view import Call, short_hash
@@ -137,7 +138,8 @@ class Explanation:
 def explain(trace: Any, call: int | Call) -> Explanation | NanoExplanation:
     """Explain one get_computed_blocks call of ``trace`` (or a nano-vllm ``allocate`` call).
 
-    A trace of a NanoBlockManager (``config["cache"] == "nano-vllm"``) has no
+    A trace of another cache design may explain its own calls (``design_of(trace).explain_call``):
+    a NanoBlockManager trace (``config["cache"] == "nano-vllm"``) has no
     get_computed_blocks: its lookups sit inside ``allocate``, which is explained by
     ``kvlab.trace.explain_nano.explain_allocate`` (a NanoExplanation: first missing hash or
     token-id mismatch, re-activated blocks and their deque scans).
@@ -154,10 +156,9 @@ def explain(trace: Any, call: int | Call) -> Explanation | NanoExplanation:
             allocate of a nano-vllm trace).
     """
     c = call if isinstance(call, Call) else trace.call(call)
-    if c.name == "allocate" and trace.config.get("cache") == "nano-vllm":
-        from kvlab.trace.explain_nano import explain_allocate  # NOTE: it imports this module
-
-        return explain_allocate(trace, c)
+    own = design_of(trace).explain_call(trace, c)
+    if own is not None:
+        return own
     if c.name != "get_computed_blocks" or c.end < 0:
         raise ValueError(
             f"explain() needs a finished get_computed_blocks call, got {c.name} "
@@ -383,8 +384,9 @@ def _how(trace: Any, i: int, kind: EventKind, top: Call | None, block_id: int | 
     j = i
     while j > 0 and trace.cols.kind[j - 1] == K.BLOCK_REMOVED:
         j -= 1
-    if trace.config.get("cache") == "nano-vllm":
-        return _how_nano(trace, i, j, top, block_id)
+    own = design_of(trace).how_evicted(trace, i, j, top, block_id)
+    if own is not None:
+        return own
     if j > 0 and trace.cols.kind[j - 1] == K.POPLEFT_N:
         who = f"{top.name} of request {top.request}" if top is not None else "a caller"
         return (
@@ -395,22 +397,3 @@ def _how(trace: Any, i: int, kind: EventKind, top: Call | None, block_id: int | 
         return f"evict_blocks dropped block {block_id} from the prefix cache"
     return f"block {block_id} was evicted" + (f" during {top.name}" if top is not None else "")
 
-
-def _how_nano(trace: Any, i: int, j: int, top: Call | None, block_id: int | None) -> str:
-    """A NanoBlockManager drops a cached block by resetting it or by overwriting its entry."""
-    cols, who = trace.cols, (f"{top.name} of request {top.request}" if top else "a caller")
-    if j > 1 and cols.kind[j - 1] == K.GET_NEW_BLOCKS and cols.kind[j - 2] == K.POPLEFT:
-        return (
-            f"{who} took block {block_id} from the head of free_block_ids (popleft) and "
-            "reset its hash; its hash_to_block_id entry stayed behind, stale"
-        )
-    k = i + 1
-    while k < len(trace) and cols.kind[k] == K.BLOCK_REMOVED:
-        k += 1
-    stored = trace.payload(k) if k < len(trace) and cols.kind[k] == K.BLOCK_STORED else []
-    if int(cols.b[i]) in stored[len(stored) // 2 :]:
-        return (
-            f"{who} stored the same hash in another block after its first miss: the "
-            f"hash_to_block_id entry was overwritten and block {block_id} can no longer be found"
-        )
-    return f"block {block_id} was evicted" + (f" during {top.name}" if top is not None else "")

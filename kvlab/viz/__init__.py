@@ -33,7 +33,7 @@ from kvlab.viz.calls import (
     fixed_point_rows,
     slot_layout,
 )
-from kvlab.viz.compare_nano import cache_design, render_cache_header
+from kvlab.viz.design_header import cache_design, render_cache_header
 from kvlab.viz.dot import free_queue_dot, hash_chain_dot, render_svg
 from kvlab.viz.encode import encode_trace
 from kvlab.viz.export import default_views, export_html, html_page, player_html

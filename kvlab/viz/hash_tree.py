@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from kvlab.trace import EventKind, KVState
+from kvlab.trace.designs import design_of
 from kvlab.trace.events import unpack_fixed_point
 from kvlab.trace.tables import key_code
 from kvlab.trace.view import short_hash
@@ -129,8 +130,8 @@ def _chain_groups(config: dict[str, Any]) -> tuple[set[int] | None, set[int] | N
         return None, None
     hbs = config.get("hash_block_size")
     exact = {i for i, g in enumerate(groups) if hbs is None or int(g.get("block_size", hbs)) == hbs}
-    if config.get("cache") == "nano-vllm":
-        return exact, exact  # NOTE: nano-vllm's allocate always scans forward
+    if design_of(config).lookups_scan_forward:
+        return exact, exact
     forward = {i for i in exact if groups[i].get("manager") in FORWARD_MANAGERS}
     return exact, forward
 
@@ -138,9 +139,7 @@ def _chain_groups(config: dict[str, Any]) -> tuple[set[int] | None, set[int] | N
 def lookup_call_names(config: dict[str, Any]) -> tuple[str, ...]:
     """Names of the calls whose LOOKED_UP events are prefix-cache lookups for ``config``'s
     design: ``get_computed_blocks`` (vLLM V1), plus ``allocate`` for nano-vllm."""
-    if config.get("cache") == "nano-vllm":
-        return ("get_computed_blocks", "allocate")
-    return ("get_computed_blocks",)
+    return design_of(config).lookup_call_names
 
 
 def _stored_positions(trace: Any, exact: set[int] | None, known: dict[int, dict[int, int]]) -> None:

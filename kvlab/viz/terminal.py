@@ -19,7 +19,8 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.table import Table
 from rich.text import Text
 
-from kvlab.viz.compare_nano import last_deque_scan
+from kvlab.trace.designs import design_of
+from kvlab.viz.design_header import last_deque_scan
 from kvlab.viz.palette import STATUS_GLYPHS, STATUS_LABELS, status_style, superscript
 from kvlab.viz.snapshot import (
     BlockCell,
@@ -204,7 +205,7 @@ def render_free_queue(trace: Any, index: int, max_blocks: int = 32) -> Renderabl
     state = state_at(trace, index)
     statuses = block_statuses(state)
     window = free_queue_window(state.free_queue_order(), max_blocks)
-    title, tail_note = _queue_labels(trace.config.get("cache"), window.length)
+    title, tail_note = _queue_labels(trace, window.length)
     items = [Text("evicts first ◀", style="bold #dc2626"), Text("HEAD", style="bold")]
     items += [Text("⇄ ") + _queue_chip(b, statuses[b]) for b in window.head]
     if window.num_hidden:
@@ -225,25 +226,10 @@ def render_free_queue(trace: Any, index: int, max_blocks: int = 32) -> Renderabl
     return Group(*parts)
 
 
-def _queue_labels(cache: str | None, length: int) -> tuple[Text, str]:
-    """The free-queue title and tail note for a cache design (``config["cache"]``)."""
-    if cache == "nano-vllm":
-        title = (
-            f"free_block_ids · nano-vllm deque · {length} blocks · popleft / append; "
-            "a hit on a free block is removed by an O(n) scan"
-        )
-        return Text(title, style="bold"), "◀ deallocate appends here (last block first)"
-    if cache == "vllm-kv-events":
-        title = (
-            f"slots rebuilt from vLLM KV events · {length} slots · slot order, "
-            "not vLLM's eviction order"
-        )
-        return Text(title, style="bold"), "◀ (no free order is in the event stream)"
-    title = (
-        f"free_block_queue · {length} blocks · popleft takes from the left "
-        "(least recently freed first)"
-    )
-    return Text(title, style="bold"), "◀ free_blocks appends here"
+def _queue_labels(trace: Any, length: int) -> tuple[Text, str]:
+    """The free-queue title and tail note of the trace's cache design."""
+    title, tail_note = design_of(trace).queue_labels(length)
+    return Text(title, style="bold"), tail_note
 
 
 def render_block_table(trace: Any, index: int, max_columns: int = 16) -> RenderableType:

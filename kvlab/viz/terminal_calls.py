@@ -22,7 +22,7 @@ from kvlab.viz.calls import (
     fixed_point_rows,
     slot_layout,
 )
-from kvlab.viz.compare_nano import event_notes, render_cache_header
+from kvlab.viz.design_header import event_notes, render_cache_header
 from kvlab.viz.hash_tree import HashTree, build_hash_tree, cached_blocks_of
 from kvlab.viz.palette import HIT, MISS, SEGMENT_COLOURS, SEGMENT_SYMBOLS
 from kvlab.viz.snapshot import group_label, state_at

@@ -10,7 +10,7 @@ from kvlab.compare.nano_trace import record_nano
 from kvlab.core.kv_events import BlockStored, KVEventBatch
 from kvlab.trace import Trace
 from kvlab.viz import render_events, render_free_queue, render_state, to_text
-from kvlab.viz.compare_nano import cache_design, event_notes, last_deque_scan, render_cache_header
+from kvlab.viz.design_header import cache_design, event_notes, last_deque_scan, render_cache_header
 
 
 def _flat(text: str) -> str:
