@@ -65,4 +65,4 @@ def design_of(trace_or_config: Any) -> CacheDesign:
 
 
 # The built-in designs register themselves on import (NOTE: after the registry exists).
-from kvlab.trace.designs import kv_events, nano_vllm, vllm_v1  # noqa: E402,F401
+from kvlab.trace.designs import kv_events, nano_vllm, vllm_v1  # noqa: F401

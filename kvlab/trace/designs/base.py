@@ -29,8 +29,8 @@ class CacheDesign:
     def queue_labels(self, length: int) -> tuple[str, str]:
         """(title, tail note) of the free list drawn with ``length`` blocks (blocks)."""
         return (
-            f"free_block_queue · {length} blocks · popleft takes from the left "
-            "(least recently freed first)",
+            (f"free_block_queue · {length} blocks · popleft takes from the left "
+            "(least recently freed first)"),
             "◀ free_blocks appends here",
         )
 

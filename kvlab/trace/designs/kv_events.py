@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvlab.trace.designs import register
 from kvlab.trace.designs.base import CacheDesign
 
-__all__ = ["KVEventsDesign", "DESIGN"]
+__all__ = ["DESIGN", "KVEventsDesign"]
 
 
 class KVEventsDesign(CacheDesign):
@@ -17,8 +17,8 @@ class KVEventsDesign(CacheDesign):
 
     def queue_labels(self, length: int) -> tuple[str, str]:
         return (
-            f"slots rebuilt from vLLM KV events · {length} slots · slot order, "
-            "not vLLM's eviction order",
+            (f"slots rebuilt from vLLM KV events · {length} slots · slot order, "
+            "not vLLM's eviction order"),
             "◀ (no free order is in the event stream)",
         )
 

@@ -8,7 +8,7 @@ from kvlab.trace.designs import register
 from kvlab.trace.designs.base import CacheDesign
 from kvlab.trace.events import EventKind
 
-__all__ = ["NanoVllmDesign", "DESIGN", "nano_summary"]
+__all__ = ["DESIGN", "NanoVllmDesign", "nano_summary"]
 
 K = EventKind
 
@@ -39,8 +39,8 @@ class NanoVllmDesign(CacheDesign):
 
     def queue_labels(self, length: int) -> tuple[str, str]:
         return (
-            f"free_block_ids · nano-vllm deque · {length} blocks · popleft / append; "
-            "a hit on a free block is removed by an O(n) scan",
+            (f"free_block_ids · nano-vllm deque · {length} blocks · popleft / append; "
+            "a hit on a free block is removed by an O(n) scan"),
             "◀ deallocate appends here (last block first)",
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvlab.trace.designs import register
 from kvlab.trace.designs.base import CacheDesign
 
-__all__ = ["VllmV1Design", "DESIGN"]
+__all__ = ["DESIGN", "VllmV1Design"]
 
 
 class VllmV1Design(CacheDesign):
