@@ -20,6 +20,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -137,6 +138,69 @@ def _write_outputs(rows: list[dict], title: str, json_out: Path | None, svg: Pat
                 save_figure(fig, path, kind)
 
 
+def _check_trace_at(trace_at: float | None, explain_index: int | None, save: Path | None,
+                    block_size: int) -> int | None:  # fmt: skip
+    """--trace-at goes with --explain and/or --save, and holds at least one block."""
+    from kvlab.cli_checks import check_output_file
+    from kvlab.traffic.replay import check_capacity
+
+    wants = explain_index is not None or save is not None
+    if trace_at is None:
+        if wants:
+            raise click.UsageError("--explain and --save need --trace-at CAPACITY (tokens): the "
+                                   "capacity of the vLLM run they record")  # fmt: skip
+        return None
+    if not wants:
+        raise click.UsageError("--trace-at needs --explain REQ_INDEX and/or --save FILE")
+    check_output_file(save, "--save")
+    try:
+        return check_capacity(int(trace_at) if trace_at.is_integer() else trace_at, block_size)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--trace-at") from None
+
+
+def _insights(reqs: list, block_size: int, top: int | None, trace_cap: int | None,
+              explain_index: int | None, save: Path | None, progress: bool | None) -> None:
+    """--top-prefixes, --explain and --save, at the first block size."""
+    if top is None and trace_cap is None:
+        return
+    from rich.console import Console
+
+    from kvlab.traffic import explain_request, prepare_blocks, record_vllm, top_prefixes
+
+    console = Console(highlight=False)
+    blocked = prepare_blocks(reqs, block_size, progress=progress)
+    if top is not None:
+        _print_prefixes(console, blocked, top_prefixes(blocked, top))
+    if explain_index is not None:
+        assert trace_cap is not None
+        click.echo(f"\nvLLM at {trace_cap:,} tokens, block size {block_size}:")
+        click.echo(str(explain_request(blocked, trace_cap, explain_index)))
+    if save is not None:
+        from kvlab.trace import save_trace
+
+        assert trace_cap is not None
+        res = record_vllm(blocked, trace_cap, progress=progress)
+        save_trace(res.trace, save)
+        click.echo(f"\nsaved the vLLM run at {trace_cap:,} tokens ({len(res.trace):,} events, "
+                   f"one step per request) to {save}\nshow it: kvlab trace show {save}, or "
+                   "kvlab.viz.TracePlayer(kvlab.trace.load_trace(path)) in a notebook")
+
+
+def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"most reused prefixes (block size {blocked.block_size})")
+    for col in ("#", "blocks", "tokens", "requests", "reuse count", "first request"):
+        table.add_column(col, justify="right")
+    for rank, p in enumerate(found, start=1):
+        rid = blocked.requests[p.first_request].request_id
+        table.add_row(str(rank), f"{p.num_blocks:,}", f"{p.num_tokens:,}",
+                      f"{p.num_requests:,}", f"{p.reuse_count:,}",
+                      f"{p.first_request} ({rid})")  # fmt: skip
+    console.print(table)
+
+
 @click.command()
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", default="mooncake", show_default=True,
@@ -155,11 +219,23 @@ def _write_outputs(rows: list[dict], title: str, json_out: Path | None, svg: Pat
               help="Write the hit-rate-vs-capacity curve here (SVG).")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the hit-rate-vs-capacity curve here (PNG).")
+@click.option("--top-prefixes", type=click.IntRange(min=1), default=None, metavar="K",
+              help="Also list the K most reused prefixes (first block size).")
+@click.option("--trace-at", type=float, default=None, metavar="CAPACITY",
+              help="Capacity (tokens) of the vLLM run that --explain and --save record.")
+@click.option("--explain", "explain_index", type=click.IntRange(min=0), default=None,
+              metavar="REQ_INDEX", help="Why request REQ_INDEX (0-based) hit what it hit, "
+              "in vLLM at --trace-at.")
+@click.option("--save", "save_trace_to", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Save the vLLM run at --trace-at as a kvlab trace (.kvtrace) "
+              "for kvlab trace show and the TracePlayer.")
 @click.option("--no-progress", is_flag=True,
               help="No progress bars (they show only when stderr is a terminal anyway).")
 def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches: str,
            clock: str, limit: int | None, json_out: Path | None, svg: Path | None,
-           png: Path | None, no_progress: bool) -> None:  # fmt: skip
+           png: Path | None, top_prefixes: int | None, trace_at: float | None,
+           explain_index: int | None, save_trace_to: Path | None,
+           no_progress: bool) -> None:  # fmt: skip
     """Hit rate of TRACE at each capacity, per cache (and the infinite-cache maximum)."""
     from kvlab.traffic import sweep, sweep_rows
 
@@ -180,7 +256,11 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
         raise click.BadParameter(f"folder {json_out.parent} does not exist",
                                  param_hint="--json")  # fmt: skip
     _check_images(svg, png)
+    trace_cap = _check_trace_at(trace_at, explain_index, save_trace_to, sizes[0])
     reqs = _load_requests(trace, fmt, limit)
+    if explain_index is not None and explain_index >= len(reqs):
+        raise click.BadParameter(f"request {explain_index} is outside the trace; allowed: "
+                                 f"0..{len(reqs) - 1}", param_hint="--explain")  # fmt: skip
     try:
         results = sweep(reqs, names, caps, sizes, progress=False if no_progress else None)
     except ValueError as exc:  # NOTE: a block size not dividing a kvevents recording's
@@ -189,4 +269,6 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
     bs_text = ", ".join(str(bs) for bs in sizes)
     title = f"{trace.name}: {len(reqs):,} requests, block size {bs_text}"
     _print_table(title, rows)
+    progress = False if no_progress else None
+    _insights(reqs, sizes[0], top_prefixes, trace_cap, explain_index, save_trace_to, progress)
     _write_outputs(rows, title, json_out, svg, png)

@@ -8,6 +8,8 @@
   nano-vllm's BlockManager, SGLang's radix tree, or the infinite cache (``ReplayResult``);
   ``sweep`` does it at every (block size, cache, capacity) and ``hit_rate_figure`` draws the
   hit-rate-vs-capacity curve (matplotlib).
+* ``top_prefixes``, ``explain_request`` and ``record_vllm`` look inside one run: the most reused
+  prefixes, why one request's hit stopped, a kvlab trace for the player.
 
 Examples:
     >>> reqs = read_mooncake_lines([
@@ -24,6 +26,13 @@ from kvlab.traffic.formats import (
     traffic_from_kv_events,
     traffic_from_workload,
 )
+from kvlab.traffic.insight import (
+    PrefixReuse,
+    RequestExplanation,
+    explain_request,
+    record_vllm,
+    top_prefixes,
+)
 from kvlab.traffic.mooncake import (
     MOONCAKE_BLOCK_SIZE,
     TrafficRequest,
@@ -36,8 +45,9 @@ from kvlab.traffic.replay import CACHES, ReplayResult, infinite_hits, replay_seq
 from kvlab.traffic.sweep import sweep, sweep_rows
 
 __all__ = [
-    "CACHES", "FORMATS", "IMAGE_FORMATS", "MOONCAKE_BLOCK_SIZE", "BlockedTraffic", "ReplayResult",
-    "TrafficRequest", "hit_rate_figure", "infinite_hits", "load_traffic", "prepare_blocks",
-    "progress_iter", "read_mooncake", "read_mooncake_lines", "replay_sequence", "save_figure",
-    "sweep", "sweep_rows", "synthesize_tokens", "traffic_from_kv_events", "traffic_from_workload",
+    "CACHES", "FORMATS", "IMAGE_FORMATS", "MOONCAKE_BLOCK_SIZE", "BlockedTraffic", "PrefixReuse",
+    "ReplayResult", "RequestExplanation", "TrafficRequest", "explain_request", "hit_rate_figure",
+    "infinite_hits", "load_traffic", "prepare_blocks", "progress_iter", "read_mooncake",
+    "read_mooncake_lines", "record_vllm", "replay_sequence", "save_figure", "sweep", "sweep_rows",
+    "synthesize_tokens", "top_prefixes", "traffic_from_kv_events", "traffic_from_workload",
 ]  # fmt: skip
