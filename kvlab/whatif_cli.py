@@ -8,7 +8,8 @@ Prints a table and writes ``{"results": [{"cache", "capacity_tokens", "block_siz
 (hit_rate = prompt tokens served from the prefix cache / prompt tokens), plus one "infinite"
 row per block size (the theoretical maximum); ``--svg`` / ``--png`` draw the hit-rate-vs-capacity
 curve (kvlab.traffic.plot). Progress bars (tqdm, on stderr) show only on a terminal;
-``--no-progress`` turns them off there too. Only the "sequence" clock is implemented so far.
+``--no-progress`` turns them off there too. ``--clock timed`` replays vllm through kvlab's
+Scheduler at the trace's timestamps (kvlab.traffic.timed; rows add timing and preemptions).
 ``--format``: mooncake, jsonl (prompt token ids), kvtrace (a saved kvlab trace) or kvevents
 (a recorded vLLM KV-event stream); see kvlab.traffic.formats. Bad flags exit
 with status 2 before any work; the JSON is written atomically (temporary file, then rename).
@@ -109,14 +110,20 @@ def _print_table(title: str, rows: list[dict]) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    for col in ("cache", "block size", "capacity (tokens)", "hit rate", "hit tokens",
-                "evicted blocks", "rejected"):  # fmt: skip
+    timed = any(r["clock"] == "timed" for r in rows)
+    cols = ("cache", "block size", "capacity (tokens)", "hit rate", "hit tokens",
+            "evicted blocks", "rejected")  # fmt: skip
+    for col in cols + (("preemptions", "p99 wait (ms)") if timed else ()):
         table.add_column(col, justify="left" if col == "cache" else "right")
     for r in rows:
         cap = "∞" if r["capacity_tokens"] is None else f"{r['capacity_tokens']:,}"
+        extra = ()
+        if timed:
+            wait = r.get("p99_queueing_delay_ms")
+            extra = (f"{r['preemptions']:,}", "" if wait is None else f"{wait:,.0f}")
         table.add_row(r["cache"], str(r["block_size"]), cap, f"{r['hit_rate']:.3f}",
                       f"{r['hit_tokens']:,}", f"{r['evicted_blocks']:,}",
-                      f"{r['rejected']:,}")  # fmt: skip
+                      f"{r['rejected']:,}", *extra)  # fmt: skip
     Console(highlight=False).print(table)
 
 
@@ -210,7 +217,8 @@ def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
               help="kvlab block size(s), comma-separated (tokens).")
 @click.option("--caches", default="vllm", show_default=True,
               help=f"Comma-separated, of {', '.join(_CACHES)}.")
-@click.option("--clock", default="sequence", show_default=True, help="Replay clock: sequence.")
+@click.option("--clock", default="sequence", show_default=True,
+              help="Replay clock: sequence, or timed (vllm only; kvlab.traffic.timed).")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
               help="Only the first N requests.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
@@ -242,14 +250,17 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
     if fmt not in _FORMATS:
         raise click.BadParameter(f"unknown format {fmt!r}; allowed: {', '.join(_FORMATS)}",
                                  param_hint="--format")  # fmt: skip
-    if clock != "sequence":
-        raise click.BadParameter(f"unknown clock {clock!r}; allowed: sequence",
+    if clock not in ("sequence", "timed"):
+        raise click.BadParameter(f"unknown clock {clock!r}; allowed: sequence, timed",
                                  param_hint="--clock")  # fmt: skip
     names = [c.strip() for c in caches.split(",") if c.strip()]
     bad = [c for c in names if c not in _CACHES]
     if bad or not names:
         raise click.BadParameter(f"unknown cache {bad[0] if bad else caches!r}; allowed: "
                                  f"{', '.join(_CACHES)}", param_hint="--caches")  # fmt: skip
+    if clock == "timed" and names != ["vllm"]:
+        raise click.BadParameter(f"only vllm supports the timed clock, got {caches!r}",
+                                 param_hint="--caches")  # fmt: skip
     sizes = _block_sizes(block_size, fmt)
     caps = [_capacities(capacity_tokens, bs) for bs in sizes][0]
     if json_out is not None and not (json_out.parent or Path(".")).resolve().is_dir():
@@ -262,7 +273,8 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
         raise click.BadParameter(f"request {explain_index} is outside the trace; allowed: "
                                  f"0..{len(reqs) - 1}", param_hint="--explain")  # fmt: skip
     try:
-        results = sweep(reqs, names, caps, sizes, progress=False if no_progress else None)
+        results = sweep(reqs, names, caps, sizes, progress=False if no_progress else None,
+                        clock=clock)
     except ValueError as exc:  # NOTE: a block size not dividing a kvevents recording's
         raise click.ClickException(str(exc)) from None
     rows = sweep_rows(results)

@@ -6,6 +6,8 @@
 * ``prepare_blocks`` hashes every prompt once at a kvlab block size (``BlockedTraffic``).
 * ``replay_sequence`` replays it on the "sequence" clock through vLLM 0.22.1 (kvlab.core),
   nano-vllm's BlockManager, SGLang's radix tree, or the infinite cache (``ReplayResult``);
+  ``replay_timed`` on the "timed" clock (arrivals at the trace's timestamps through kvlab's
+  Scheduler, vLLM only; ``TimedResult``);
   ``sweep`` does it at every (block size, cache, capacity) and ``hit_rate_figure`` draws the
   hit-rate-vs-capacity curve (matplotlib).
 * ``top_prefixes``, ``explain_request`` and ``record_vllm`` look inside one run: the most reused
@@ -42,12 +44,14 @@ from kvlab.traffic.mooncake import (
 )
 from kvlab.traffic.plot import IMAGE_FORMATS, hit_rate_figure, save_figure
 from kvlab.traffic.replay import CACHES, ReplayResult, infinite_hits, replay_sequence
-from kvlab.traffic.sweep import sweep, sweep_rows
+from kvlab.traffic.sweep import CLOCKS, sweep, sweep_rows
+from kvlab.traffic.timed import ServiceModel, TimedResult, replay_timed
 
 __all__ = [
-    "CACHES", "FORMATS", "IMAGE_FORMATS", "MOONCAKE_BLOCK_SIZE", "BlockedTraffic", "PrefixReuse",
-    "ReplayResult", "RequestExplanation", "TrafficRequest", "explain_request", "hit_rate_figure",
-    "infinite_hits", "load_traffic", "prepare_blocks", "progress_iter", "read_mooncake",
-    "read_mooncake_lines", "record_vllm", "replay_sequence", "save_figure", "sweep", "sweep_rows",
-    "synthesize_tokens", "top_prefixes", "traffic_from_kv_events", "traffic_from_workload",
+    "CACHES", "CLOCKS", "FORMATS", "IMAGE_FORMATS", "MOONCAKE_BLOCK_SIZE", "BlockedTraffic",
+    "PrefixReuse", "ReplayResult", "RequestExplanation", "ServiceModel", "TimedResult",
+    "TrafficRequest", "explain_request", "hit_rate_figure", "infinite_hits", "load_traffic",
+    "prepare_blocks", "progress_iter", "read_mooncake", "read_mooncake_lines", "record_vllm",
+    "replay_sequence", "replay_timed", "save_figure", "sweep", "sweep_rows", "synthesize_tokens",
+    "top_prefixes", "traffic_from_kv_events", "traffic_from_workload",
 ]  # fmt: skip

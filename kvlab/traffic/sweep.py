@@ -22,8 +22,12 @@ from typing import Any
 from kvlab.traffic.blocks import check_block_size, prepare_blocks
 from kvlab.traffic.mooncake import TrafficRequest
 from kvlab.traffic.replay import CACHES, ReplayResult, check_capacity, replay_sequence
+from kvlab.traffic.timed import replay_timed
 
-__all__ = ["sweep", "sweep_rows"]
+__all__ = ["CLOCKS", "sweep", "sweep_rows"]
+
+CLOCKS = ("sequence", "timed")
+"""Replay clocks: ``replay_sequence`` and ``replay_timed`` (vllm only)."""
 
 
 def sweep(
@@ -32,8 +36,9 @@ def sweep(
     capacities_tokens: Sequence[int],
     block_sizes: Sequence[int],
     progress: bool | None = False,
+    clock: str = "sequence",
 ) -> list[ReplayResult]:
-    """Replay ``requests`` at every (block size, cache, capacity) on the sequence clock.
+    """Replay ``requests`` at every (block size, cache, capacity) on one clock.
 
     Args:
         requests: The traffic (``load_traffic``).
@@ -41,13 +46,16 @@ def sweep(
         capacities_tokens: Pool sizes (tokens), each at least one block of every block size.
         block_sizes: kvlab block sizes (tokens).
         progress: tqdm bars: True always, None only on a terminal, False none.
+        clock: "sequence" or "timed" (only cache "vllm"; ``replay_timed``'s defaults). The
+            infinite cache is always replayed on the sequence clock (it has no scheduler).
 
     Returns:
         Per block size: the infinite cache, then each cache at each capacity (in the order
         given).
 
     Raises:
-        ValueError: Unknown cache, a capacity below one block, a block size not dividing the
+        ValueError: Unknown cache or clock, a cache other than vllm on the timed clock, a
+            capacity below one block, a block size not dividing the
             trace's hash block size, or an empty list. Nothing is replayed then.
     """
     for name, values in (("caches", caches), ("capacities_tokens", capacities_tokens),
@@ -58,6 +66,11 @@ def sweep(
     if bad:
         allowed = ", ".join(c for c in CACHES if c != "infinite")
         raise ValueError(f"unknown cache {bad[0]!r}; allowed: {allowed} (infinite is added)")
+    if clock not in CLOCKS:
+        raise ValueError(f"unknown clock {clock!r}; allowed: {', '.join(CLOCKS)}")
+    if clock == "timed" and any(c != "vllm" for c in caches):
+        bad = next(c for c in caches if c != "vllm")
+        raise ValueError(f"only the 'vllm' cache supports the timed clock, got {bad!r}")
     for bs in block_sizes:
         check_block_size(bs, requests)
         for cap in capacities_tokens:
@@ -68,7 +81,10 @@ def sweep(
         out.append(replay_sequence(b, "infinite", b.block_size))
         for cache in caches:
             for cap in capacities_tokens:
-                out.append(replay_sequence(b, cache, cap, progress=progress))
+                if clock == "timed":
+                    out.append(replay_timed(b, cache, cap, progress=progress))
+                else:
+                    out.append(replay_sequence(b, cache, cap, progress=progress))
     return out
 
 

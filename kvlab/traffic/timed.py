@@ -325,7 +325,7 @@ def replay_timed(
     service: ServiceModel | None = None,
     max_num_batched_tokens: int = 8192,
     max_num_seqs: int = 1024,
-    progress: bool = False,
+    progress: bool | None = False,
     stop_after: int | None = None,
 ) -> TimedResult:
     """Replay ``blocked`` on the timed clock through kvlab's Scheduler (see the module docstring).
@@ -340,7 +340,8 @@ def replay_timed(
         service: The step-time model (default ``ServiceModel()``).
         max_num_batched_tokens: Token budget per step (tokens), at least one block.
         max_num_seqs: Most running requests at once.
-        progress: Show a tqdm progress bar (requests finished or rejected).
+        progress: A tqdm bar of requests finished or rejected: True always, None only on a
+            terminal, False none.
         stop_after: Replay only the first ``stop_after`` requests (None = all).
 
     Returns:
@@ -362,11 +363,11 @@ def replay_timed(
     ensure_none_hash()
     run = _TimedRun(blocked, n, capacity // bs, res)
     bar = None
-    if progress:
+    if progress is not False:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=n, desc=f"timed {cache} @ {capacity:,} tokens (bs {bs})", unit="req",
-                   leave=False)  # fmt: skip
+                   leave=False, disable=None if progress is None else False)  # fmt: skip
     try:
         run.run(bar)
     finally:

@@ -4,10 +4,19 @@ import json
 import math
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.traffic import TrafficRequest, prepare_blocks, read_mooncake_lines, replay_sequence
+from kvlab.cli import main
+from kvlab.traffic import (
+    TrafficRequest,
+    prepare_blocks,
+    read_mooncake_lines,
+    replay_sequence,
+    sweep,
+    sweep_rows,
+)
 from kvlab.traffic.timed import ServiceModel, replay_timed
 
 ONE_MS = ServiceModel(step_base_ms=1, step_per_token_ms=0)  # every step that runs takes 1 ms
@@ -145,3 +154,51 @@ def test_service_model_checks_and_step_time():
         ServiceModel(step_base_ms=-1)
     with pytest.raises(ValueError, match="both 0"):
         ServiceModel(0, 0)
+
+
+def _lines_file(tmp_path):
+    # Mooncake lines: B shares A's two blocks and arrives while A still decodes.
+    lines = [{"timestamp": 0, "input_length": 1024, "output_length": 3, "hash_ids": [0, 1]},
+             {"timestamp": 1, "input_length": 1100, "output_length": 2, "hash_ids": [0, 1, 2]}]
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return p
+
+
+def test_whatif_clock_timed_rows(tmp_path):
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(main, ["whatif", str(_lines_file(tmp_path)), "--capacity-tokens",
+                                    "1536,4096", "--clock", "timed", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["cache"], r["clock"], r["capacity_tokens"]) for r in rows] == [
+        ("infinite", "sequence", None), ("vllm", "timed", 1536), ("vllm", "timed", 4096)]
+    # 1536 tokens = 3 blocks: A's 1024 + 3 - 1 = 1026 tokens of KV take the whole pool, so B
+    # (arrived at t=1 during A's first step, 5 + 10.24 ms) waits for A to finish, then hits
+    # both of A's blocks. 4096: B is admitted at A's second step, sharing A's blocks.
+    assert [r["hit_tokens"] for r in rows] == [1024, 1024, 1024]
+    assert rows[1]["preemptions"] == 0 and rows[1]["mean_queueing_delay_ms"] > 0
+    assert rows[2]["mean_queueing_delay_ms"] == pytest.approx(0.5 * (5 + 0.01 * 1024 - 1))
+
+
+def test_whatif_timed_refuses_other_caches(tmp_path):
+    out = tmp_path / "r.json"
+    t = str(_lines_file(tmp_path))
+    for extra, msg in ((["--caches", "vllm,radix"], "only vllm supports the timed clock"),
+                       (["--clock", "wall"], "unknown clock 'wall'; allowed: sequence, timed")):
+        args = ["whatif", t, "--capacity-tokens", "4096", "--json", str(out)]
+        if "--clock" not in extra:
+            args += ["--clock", "timed"]
+        res = CliRunner().invoke(main, args + extra)
+        assert res.exit_code == 2 and msg in res.output, res.output
+        assert not out.exists()
+
+
+def test_sweep_timed_clock():
+    rows = sweep_rows(sweep(_differ_case().requests, ["vllm"], [12], [4], clock="timed"))
+    assert [(r["cache"], r["clock"], r["hit_tokens"]) for r in rows] == [
+        ("infinite", "sequence", 4), ("vllm", "timed", 0)]
+    with pytest.raises(ValueError, match="only the 'vllm' cache supports the timed clock"):
+        sweep(_differ_case().requests, ["vllm", "nano"], [12], [4], clock="timed")
+    with pytest.raises(ValueError, match="unknown clock 'wall'"):
+        sweep(_differ_case().requests, ["vllm"], [12], [4], clock="wall")
