@@ -385,9 +385,17 @@ class BlockPool:
             ordered_blocks: Blocks in eviction priority, first evicted first (callers pass a
                 request's blocks reversed, so its tail blocks are evicted before its head).
 
+        A block that is not one of this pool's (a KVCacheBlock built by the caller, as vLLM's
+        own tests do) is handled as vLLM does, whatever its ref_cnt: ``ref_cnt -= 1``, and it
+        joins the free queue only if that makes it 0 (so from 0 it goes to -1 and the pool
+        is untouched).
+
         Raises:
-            ValueError: If a block (other than the null block) is already free: ref_cnt 0,
-                e.g. freed twice, or listed more times than it is held (nothing changed).
+            ValueError: If one of this pool's blocks (other than the null block) is already
+                free: ref_cnt 0, e.g. freed twice, or listed more times than it is held
+                (nothing changed). vLLM would drive its ref_cnt to -1: a block still linked
+                in the free queue that ``touch`` no longer unlinks and ``get_new_blocks``
+                asserts on, or a block lost to the pool.
             TypeError: If ``ordered_blocks`` is not an iterable of KVCacheBlock (nothing changed).
         """
         blocks_list = checks.list_blocks(ordered_blocks)
@@ -396,7 +404,11 @@ class BlockPool:
             # NOTE: one compare per block on the hot path; undo_free restores the blocks
             # before a bad one (a double free, or an item that is not a block).
             for block in it:
-                if block.ref_cnt <= 0 and not block.is_null:
+                if (
+                    block.ref_cnt <= 0
+                    and not block.is_null
+                    and checks.is_pool_block(self.blocks, block)
+                ):
                     raise checks.double_free_error(block)
                 block.ref_cnt -= 1
         except (ValueError, AttributeError) as exc:

@@ -23,6 +23,7 @@ __all__ = [
     "check_num_blocks_type",
     "double_free_error",
     "is_int",
+    "is_pool_block",
     "list_blocks",
     "undo_free",
 ]
@@ -101,6 +102,12 @@ def list_blocks(ordered_blocks: Any) -> list[KVCacheBlock]:
         return list(ordered_blocks)
     except TypeError:
         raise blocks_type_error("free_blocks", "ordered_blocks", ordered_blocks) from None
+
+
+def is_pool_block(blocks: list[KVCacheBlock], block: KVCacheBlock) -> bool:
+    """Whether ``block`` is the pool's own block of its id (not a caller-built KVCacheBlock)."""
+    block_id = block.block_id
+    return 0 <= block_id < len(blocks) and blocks[block_id] is block
 
 
 def double_free_error(block: KVCacheBlock) -> ValueError:

@@ -160,6 +160,32 @@ def test_free_blocks_shared_block_stays_until_last_reference():
     assert free_ids(pool) == [3, 2, 1]
 
 
+def test_free_blocks_caller_built_blocks_follow_vllm_whatever_their_ref_cnt():
+    # vLLM's test_single_type_kv_cache_manager frees KVCacheBlock(1000), ... built outside the
+    # pool with ref_cnt 0: vLLM takes them to -1 and appends nothing; kvlab does the same.
+    pool = BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=4)
+    held = pool.get_new_blocks(2)  # blocks 1, 2
+    outside = [KVCacheBlock(3), KVCacheBlock(1000)]  # id 3 is the pool's, this object is not
+    pool.free_blocks([outside[0], held[1], outside[1]])
+    assert [b.ref_cnt for b in outside] == [-1, -1] and held[1].ref_cnt == 0
+    assert free_ids(pool) == [3, 4, 5, 6, 7, 2]
+    # One with ref_cnt 1 reaches 0 and joins the queue, as in vLLM.
+    extra = KVCacheBlock(1001, ref_cnt=1)
+    pool.free_blocks([extra])
+    assert extra.ref_cnt == 0 and free_ids(pool) == [3, 4, 5, 6, 7, 2, 1001]
+
+
+@pytest.mark.parametrize("twice", ["queued", "listed twice"])
+def test_free_blocks_double_free_of_a_pool_block_raises_and_changes_nothing(twice):
+    pool = BlockPool(num_gpu_blocks=4, enable_caching=True, hash_block_size=4)
+    a, b = pool.get_new_blocks(2)  # blocks 1, 2
+    pool.free_blocks([b])
+    blocks = [a, b] if twice == "queued" else [a, a]
+    with pytest.raises(ValueError, match=r"block \d is already free \(ref_cnt 0\)"):
+        pool.free_blocks(blocks)
+    assert (a.ref_cnt, b.ref_cnt) == (1, 0) and free_ids(pool) == [3, 2]
+
+
 @pytest.mark.parametrize("n", [4, -1])
 def test_get_new_blocks_bad_count_raises_and_changes_nothing(n):
     pool = BlockPool(num_gpu_blocks=4, enable_caching=True, hash_block_size=4)
