@@ -36,6 +36,8 @@ class VllmConfig:
         decode_context_parallel_size: DCP world size (1 = off).
         prefill_context_parallel_size: PCP world size (1 = off).
         kv_transfer_config: None unless a KV connector is configured.
+        disable_hybrid_kv_cache_manager: scheduler_config's switch: unify local-attention
+            layers into full attention before grouping (unify_hybrid_kv_cache_specs).
 
     Raises:
         ValueError: On construction, if a size is not positive or mamba_cache_mode is unknown.
@@ -52,6 +54,7 @@ class VllmConfig:
     decode_context_parallel_size: int = 1
     prefill_context_parallel_size: int = 1
     kv_transfer_config: object | None = None
+    disable_hybrid_kv_cache_manager: bool = False
 
     def __post_init__(self) -> None:
         for name in (

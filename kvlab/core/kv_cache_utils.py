@@ -62,6 +62,7 @@ from kvlab.core.kv_cache_sizing import (
     max_memory_usage_bytes,
     may_override_num_blocks,
     resolve_kv_cache_block_sizes,
+    unify_hybrid_kv_cache_specs,
     unify_kv_cache_spec_page_size,
 )
 
@@ -104,6 +105,7 @@ __all__ = [
     "sha256",
     "sha256_cbor",
     "tensor_data",
+    "unify_hybrid_kv_cache_specs",
     "unify_kv_cache_spec_page_size",
     "xxhash",
     "xxhash_cbor",
