@@ -118,7 +118,15 @@ def comparable_outputs(nb: nbformat.NotebookNode) -> list[list[dict]]:
         for out in cell.outputs:
             item: dict = {"output_type": out.output_type}
             if out.output_type == "stream":
-                item["name"], item["text"] = out.name, _normalise_text(out.text)
+                text = "".join(out.text) if isinstance(out.text, list) else out.text
+                last = outputs[-1] if outputs else None
+                # NOTE: where the kernel splits a cell's stdout into stream outputs depends on
+                # timing (a busy machine flushes mid-cell); Jupyter shows consecutive stream
+                # outputs of one name as one text, and so do we.
+                if last and last["output_type"] == "stream" and last["name"] == out.name:
+                    last["text"] += text
+                    continue
+                item["name"], item["text"] = out.name, text
             elif out.output_type == "error":
                 item["ename"], item["evalue"] = out.ename, out.evalue
             else:
@@ -131,5 +139,8 @@ def comparable_outputs(nb: nbformat.NotebookNode) -> list[list[dict]]:
                     data[mime] = value
                 item["data"] = data
             outputs.append(item)
+        for item in outputs:
+            if item["output_type"] == "stream":
+                item["text"] = _normalise_text(item["text"])
         cells.append(outputs)
     return cells

@@ -39,3 +39,18 @@ def test_solution_sources_are_the_python_blocks_of_the_folds() -> None:
         "</summary>\n\n```python\ncheck('01.1', 3)\n```\n\n</details>\n"
     )
     assert solution_sources(nb) == ["check('01.1', 3)\n"]
+
+
+def test_a_stream_split_anywhere_compares_equal_to_the_whole() -> None:
+    """A busy kernel may flush stdout mid-cell: the split is not part of what a cell prints."""
+    whole = _nb("same prefix: (12, [1, 2, 3])\n8 shared: (8, [1, 2])\nin 2.7 s\n")
+    split = _nb("same prefix: (12, [1, 2, 3])")
+    split.cells[0].outputs += [
+        nbformat.v4.new_output("stream", name="stdout", text="\n8 shared: (8, [1, 2])\nin 2"),
+        nbformat.v4.new_output("stream", name="stdout", text=".7 s\n"),
+    ]
+    assert comparable_outputs(split) == comparable_outputs(whole)
+    assert len(comparable_outputs(split)[0]) == 1
+    other = _nb("same prefix: (12, [1, 2, 3])")
+    other.cells[0].outputs.append(nbformat.v4.new_output("stream", name="stderr", text="\n8 shared"))
+    assert comparable_outputs(other) != comparable_outputs(_nb("same prefix: (12, [1, 2, 3])\n8 shared"))
