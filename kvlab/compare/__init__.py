@@ -11,8 +11,10 @@ Three caches, one workload, one driver, one set of numbers:
   the same requests and pool; ``Comparison`` holds per-request and overall outcomes and per-step
   series (``to_svg``). Workloads: ``shared_system_prompt``, ``multi_turn_chat``, ``rag``,
   ``few_shot``, ``from_jsonl``, ``from_trace``.
-* ``read_kv_event_file`` / ``KVEventSubscriber`` read a real vLLM's KV events (msgspec, pyzmq
-  optional) and ``KVEventTraceBuilder`` rebuilds its cached set as a kvlab trace.
+* ``read_kv_event_file`` / ``KVEventSubscriber`` read a real vLLM's KV events, both wire forms
+  (arrays up to vLLM 0.23, maps from 0.24; msgspec, pyzmq optional), the subscriber recovering
+  gaps through vLLM's replay socket, and ``KVEventTraceBuilder`` rebuilds its GPU cached set as a
+  kvlab trace (offloaded tiers apart in ``.tiers``).
 * ``cli_compare`` is the ``kvlab compare`` command.
 
 Examples:
@@ -32,16 +34,26 @@ from kvlab.compare.driver import (
     make_policy,
     run_workload,
 )
+from kvlab.compare.kv_event_format import (
+    FIELDS_SINCE,
+    MAX_GROUP_IDX,
+    WIRE_CHANGES,
+    DecodedPayload,
+    KVEventFormatError,
+    decode_kv_event_payload,
+    encode_kv_event_payload,
+)
 from kvlab.compare.kv_event_stream import (
     KVEventTraceBuilder,
     cached_key_counts,
     external_hash_bytes,
     manager_cached_key_counts,
+    medium_tier,
     peak_cached_blocks,
     read_kv_event_file,
 )
+from kvlab.compare.kv_event_subscriber import KVEventSubscriber, StreamHealth, publisher_binds
 from kvlab.compare.kv_event_wire import (
-    KVEventSubscriber,
     decode_kv_event_batch,
     encode_kv_event_batch,
     read_kv_event_messages,
@@ -78,16 +90,18 @@ from kvlab.compare.workloads import (
 )
 
 __all__ = [
-    "POLICIES", "SERIES", "WORKLOADS",
-    "CachePolicy", "Comparison", "KVEventSubscriber", "KVEventTraceBuilder", "NanoBlock",
-    "NanoBlockManager", "NanoPolicy", "NanoSequence", "NanoStats", "NodeView", "RadixCache",
-    "RadixEvent", "RadixEventKind", "RadixPolicy", "RadixRecorder", "RadixSnapshot",
-    "RequestRecord", "RunResult", "StepRecord", "Summary", "TokenToKVPoolAllocator", "TreeNode",
-    "Usage", "VllmPolicy", "Workload", "WorkloadRequest",
+    "FIELDS_SINCE", "MAX_GROUP_IDX", "POLICIES", "SERIES", "WIRE_CHANGES", "WORKLOADS",
+    "CachePolicy", "Comparison", "DecodedPayload", "KVEventFormatError", "KVEventSubscriber",
+    "KVEventTraceBuilder", "NanoBlock", "NanoBlockManager", "NanoPolicy", "NanoSequence",
+    "NanoStats", "NodeView", "RadixCache", "RadixEvent", "RadixEventKind", "RadixPolicy",
+    "RadixRecorder", "RadixSnapshot", "RequestRecord", "RunResult", "StepRecord",
+    "StreamHealth", "Summary", "TokenToKVPoolAllocator", "TreeNode", "Usage", "VllmPolicy",
+    "Workload", "WorkloadRequest",
     "cached_key_counts", "cli_compare", "compare", "compute_hash", "decode_kv_event_batch",
-    "encode_kv_event_batch", "external_hash_bytes", "few_shot", "from_jsonl", "from_jsonl_lines",
-    "from_trace", "line_plot_svg", "load_workload", "make_policy", "manager_cached_key_counts",
-    "multi_turn_chat", "nano_config", "nano_state", "peak_cached_blocks", "rag",
-    "read_kv_event_file", "read_kv_event_messages", "record_nano", "run_workload", "series",
-    "shared_system_prompt", "summarize", "to_jsonl", "write_kv_event_messages",
+    "decode_kv_event_payload", "encode_kv_event_batch", "encode_kv_event_payload",
+    "external_hash_bytes", "few_shot", "from_jsonl", "from_jsonl_lines", "from_trace",
+    "line_plot_svg", "load_workload", "make_policy", "manager_cached_key_counts", "medium_tier",
+    "multi_turn_chat", "nano_config", "nano_state", "peak_cached_blocks", "publisher_binds",
+    "rag", "read_kv_event_file", "read_kv_event_messages", "record_nano", "run_workload",
+    "series", "shared_system_prompt", "summarize", "to_jsonl", "write_kv_event_messages",
 ]  # fmt: skip

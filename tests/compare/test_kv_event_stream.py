@@ -167,7 +167,7 @@ def test_builder_slots_duplicates_unknown_removals_and_capacity() -> None:
     before = len(b.trace())
     with pytest.raises(ValueError, match="more than num_blocks=3"):
         b.add_event(BlockStored([1, 2, 3], None, [], 4, None, "GPU", None))
-    with pytest.raises(ValueError, match="group_idx 5"):
+    with pytest.raises(ValueError, match=r"group_idx must be None or an int in \[0, 1\]; pass"):
         b.add_event(BlockRemoved([1], "GPU", 5))
     assert len(b.trace()) == before
     with pytest.raises(ValueError, match="num_blocks"):
@@ -177,7 +177,7 @@ def test_builder_slots_duplicates_unknown_removals_and_capacity() -> None:
 def test_live_zmq_socket() -> None:
     zmq = pytest.importorskip("zmq")
     pytest.importorskip("msgspec")
-    from kvlab.compare.kv_event_wire import KVEventSubscriber
+    from kvlab.compare.kv_event_subscriber import KVEventSubscriber
 
     run = recorded_run()
     ctx = zmq.Context()

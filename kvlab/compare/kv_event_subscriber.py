@@ -1,0 +1,279 @@
+"""A ZMQ subscriber for vLLM's KV events that keeps the stream whole.
+
+vLLM's ``ZmqEventPublisher`` numbers its batches (an 8-byte big-endian seq frame, from 0) and,
+when given a ``replay_endpoint``, keeps the last ``buffer_steps`` payloads behind a ROUTER
+socket: a client sends ``[b"", start_seq]`` and gets every buffered batch with a seq >= start_seq,
+then an end marker. ``KVEventSubscriber`` uses both:
+
+* a seq below the next expected one is a duplicate: counted and dropped;
+* a seq above it is a gap: the missing batches are asked for on the replay socket and handed on
+  in order before the new one; what the publisher no longer holds is counted as missing;
+* a message that is not ``[topic, 8-byte seq, valid payload]`` is garbage: counted (with the
+  reason in ``health.last_error``) and skipped; the stream goes on;
+* ``start_seq=0`` with a replay endpoint catches up on what was published before joining.
+
+Where the sockets live: vLLM's publisher binds when its endpoint holds ``*`` (``tcp://*:5557``)
+and connects otherwise (``tcp://router-host:5557``), so the subscriber connects in the first case
+and binds in the second; ``bind=None`` applies the same rule to the subscriber's own endpoint
+(``"tcp://*:5557"`` binds). The replay ROUTER always binds; the subscriber connects to it.
+
+Mirrors: vllm/distributed/kv_events.py::ZmqEventPublisher (_socket_setup, _is_bind_endpoint,
+_service_replay, END_SEQ); replay replies are ``[seq, payload]`` before vLLM 0.26.0 and
+``[topic, seq, payload]`` from it, both read.
+
+Examples:
+    >>> sub = KVEventSubscriber("tcp://127.0.0.1:5557", replay_endpoint="tcp://127.0.0.1:5558")
+    >>> for seq, batch in sub.batches(timeout_ms=100): pass  # nobody publishes here
+    >>> sub.health.ok, sub.health.num_delivered
+    (True, 0)
+    >>> sub.close()
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvlab.compare.kv_event_format import (
+    END_SEQ,
+    DecodedPayload,
+    KVEventFormatError,
+    decode_kv_event_payload,
+    decode_seq_frame,
+    encode_seq_frame,
+)
+from kvlab.core.kv_events import KVEventBatch
+
+__all__ = ["KVEventSubscriber", "StreamHealth", "publisher_binds"]
+
+_Item = tuple[bytes, int, bytes, DecodedPayload | None]
+"""(topic, seq, payload bytes, decoded payload or None if garbage)."""
+
+
+def publisher_binds(endpoint: str) -> bool:
+    """Whether vLLM's ZmqEventPublisher binds ``endpoint`` (otherwise it connects).
+
+    Mirrors: vllm/distributed/kv_events.py::ZmqEventPublisher._is_bind_endpoint (0.31.0; the
+    same test sits inline in ``_socket_setup`` from 0.22.1 on).
+    """
+    return "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
+
+
+@dataclass
+class StreamHealth:
+    """What happened to a subscribed stream (counts of messages or batches).
+
+    Attributes:
+        num_received: Messages read from the live socket.
+        num_delivered: Batches handed on, in seq order (live and replayed).
+        num_duplicates: Live messages whose seq was already handed on (dropped), including live
+            copies of batches a catch-up replay handed on first.
+        num_gaps: Times the live seq jumped ahead of the next expected one.
+        num_recovered: Batches recovered through the replay socket.
+        num_missing: Batches lost for good (no replay socket, or no longer buffered).
+        num_garbage: Messages that were not [topic, 8-byte seq, valid payload] (skipped).
+        num_replay_requests: Replay requests sent.
+        missing: Lost seq ranges, (first, last) inclusive.
+        last_error: Why the last garbage message was refused.
+    """
+
+    num_received: int = 0
+    num_delivered: int = 0
+    num_duplicates: int = 0
+    num_gaps: int = 0
+    num_recovered: int = 0
+    num_missing: int = 0
+    num_garbage: int = 0
+    num_replay_requests: int = 0
+    missing: list[tuple[int, int]] = field(default_factory=list)
+    last_error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Nothing lost and nothing refused: the rebuilt cache matches the publisher's."""
+        return self.num_missing == 0 and self.num_garbage == 0
+
+
+class KVEventSubscriber:
+    """A SUB socket on a vLLM KV-event publisher, plus a DEALER on its replay socket.
+
+    The SUB socket connects or binds at construction, so nothing published once the subscription
+    reached the publisher is missed. Iterate ``batches()``, ``payloads()`` or ``messages()``;
+    ``health`` says what was duplicated, recovered, lost or refused.
+
+    Args:
+        endpoint: Where to subscribe, e.g. ``"tcp://127.0.0.1:5557"`` (connect) or
+            ``"tcp://*:5557"`` (bind, for a publisher that connects).
+        topic: Topic prefix to subscribe to ("" = all).
+        bind: Bind instead of connect; None = bind iff the endpoint holds ``*``.
+        replay_endpoint: The publisher's ``replay_endpoint`` (connected to), or None.
+        start_seq: The first seq wanted: 0 = everything still buffered (late join), None = start
+            at the first live message.
+        replay_timeout_ms: Longest wait for each replay reply frame (ms).
+        context: A zmq.Context (default: the process-wide instance).
+
+    Raises:
+        ImportError: Without pyzmq or msgspec.
+        KVEventFormatError: If start_seq is not an int >= 0 or None.
+    """
+
+    def __init__(self, endpoint: str, topic: str = "", *, bind: bool | None = None,
+                 replay_endpoint: str | None = None, start_seq: int | None = None,
+                 replay_timeout_ms: int = 1000, context: Any = None) -> None:  # fmt: skip
+        try:
+            import msgspec  # noqa: F401
+            import zmq
+        except ImportError as exc:
+            raise ImportError(
+                "a live KV event socket needs the optional packages 'pyzmq' and 'msgspec' "
+                f"(pip install 'kvlab[events]'): {exc}"
+            ) from None
+        if start_seq is not None:
+            encode_seq_frame(start_seq)
+        self._zmq = zmq
+        self._ctx = context or zmq.Context.instance()
+        self.bind = ("*" in endpoint) if bind is None else bool(bind)
+        self.socket = self._ctx.socket(zmq.SUB)
+        self.socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        (self.socket.bind if self.bind else self.socket.connect)(endpoint)
+        self.replay_endpoint = replay_endpoint
+        self.replay_timeout_ms = replay_timeout_ms
+        self._dealer: Any = None
+        self.next_seq = start_seq
+        self._caught_up = start_seq is None or replay_endpoint is None
+        self._pending: deque[_Item] = deque()  # NOTE: in seq order, next_seq already past them
+        self.health = StreamHealth()
+
+    # ------------------------------------------------------------------ reading
+    def _garbage(self, why: str) -> None:
+        self.health.num_garbage += 1
+        self.health.last_error = why
+
+    def _parse(self, topic: bytes, seq_frame: bytes, payload: bytes) -> _Item | None:
+        try:
+            seq = decode_seq_frame(seq_frame)
+        except KVEventFormatError as exc:
+            self._garbage(str(exc))
+            return None
+        try:
+            return topic, seq, payload, decode_kv_event_payload(payload, f"seq {seq}")
+        except KVEventFormatError as exc:
+            self._garbage(str(exc))
+            return topic, seq, payload, None
+
+    def _next_live(self, timeout_ms: int) -> _Item | None | bool:
+        """The next live message (None if garbage), or False after timeout_ms of silence."""
+        if not self.socket.poll(timeout_ms):
+            return False
+        frames = self.socket.recv_multipart()
+        self.health.num_received += 1
+        if len(frames) != 3:
+            self._garbage(f"expected 3 frames [topic, seq, payload], got {len(frames)}")
+            return None
+        return self._parse(*frames)
+
+    def _replay(self, start_seq: int) -> list[_Item]:
+        """Everything the publisher still buffers from start_seq on, in its order."""
+        zmq = self._zmq
+        if self._dealer is None:
+            self._dealer = self._ctx.socket(zmq.DEALER)
+            self._dealer.connect(self.replay_endpoint)
+        self.health.num_replay_requests += 1
+        self._dealer.send_multipart((b"", encode_seq_frame(start_seq)))
+        out: list[_Item] = []
+        while True:
+            if not self._dealer.poll(self.replay_timeout_ms):
+                # NOTE: a late reply must not be read as the answer to the next request.
+                self._dealer.close(linger=0)
+                self._dealer = None
+                return out
+            frames = self._dealer.recv_multipart()
+            if frames[:1] == [b""]:
+                frames = frames[1:]
+            if len(frames) == 2:  # vLLM < 0.26: [seq, payload]
+                frames = [b"", *frames]
+            if len(frames) != 3:
+                self._garbage(f"replay reply of {len(frames)} frames; expected [topic,] seq, "
+                              "payload")  # fmt: skip
+                continue
+            if frames[1] == END_SEQ:
+                return out
+            item = self._parse(*frames)
+            if item is not None:
+                out.append(item)
+
+    def _fill(self, first: int, stop: int | None) -> Iterator[_Item]:
+        """Replay seqs [first, stop) (stop None: all buffered); count what cannot be had."""
+        got = {} if self.replay_endpoint is None else {i[1]: i for i in self._replay(first)}
+        last = max(got, default=first - 1) if stop is None else stop - 1
+        seq = first
+        while seq <= last:
+            if seq in got:
+                self.health.num_recovered += got[seq][3] is not None
+                yield got[seq]
+                seq += 1
+                continue
+            end = seq
+            while end + 1 <= last and end + 1 not in got:
+                end += 1
+            self.health.num_missing += end - seq + 1
+            self.health.missing.append((seq, end))
+            seq = end + 1
+        self.next_seq = last + 1
+
+    def _ordered(self, timeout_ms: int, max_messages: int | None) -> Iterator[_Item]:
+        """Items in seq order, gaps filled, duplicates and garbage dropped."""
+        n = 0
+        pending = self._pending
+        if not self._caught_up:
+            self._caught_up = True
+            pending.extend(self._fill(self.next_seq or 0, None))
+        while max_messages is None or n < max_messages:
+            if not pending:
+                item = self._next_live(timeout_ms)
+                if item is False:
+                    return
+                if item is None:
+                    continue
+                seq = item[1]
+                if self.next_seq is not None and seq < self.next_seq:
+                    self.health.num_duplicates += 1
+                    continue
+                if self.next_seq is not None and seq > self.next_seq:
+                    self.health.num_gaps += 1
+                    pending.extend(self._fill(self.next_seq, seq))
+                pending.append(item)
+                self.next_seq = seq + 1
+            item = pending.popleft()
+            if item[3] is not None:
+                self.health.num_delivered += 1
+                n += 1
+                yield item
+
+    def messages(self, timeout_ms: int = 1000, max_messages: int | None = None
+                 ) -> Iterator[tuple[bytes, int, bytes]]:  # fmt: skip
+        """Yield ``(topic, seq, payload bytes)`` in seq order until ``timeout_ms`` passes with no
+        message (or ``max_messages`` were handed on); garbage is skipped, see ``health``."""
+        for topic, seq, payload, _ in self._ordered(timeout_ms, max_messages):
+            yield topic, seq, payload
+
+    def payloads(self, timeout_ms: int = 1000, max_messages: int | None = None
+                 ) -> Iterator[tuple[int, DecodedPayload]]:  # fmt: skip
+        """Yield ``(seq, DecodedPayload)`` (wire form, newer fields); see ``messages``."""
+        for _, seq, _, decoded in self._ordered(timeout_ms, max_messages):
+            yield seq, decoded  # type: ignore[misc]
+
+    def batches(self, timeout_ms: int = 1000, max_messages: int | None = None
+                ) -> Iterator[tuple[int, KVEventBatch]]:  # fmt: skip
+        """Yield ``(seq, KVEventBatch)``; see ``messages``."""
+        for _, seq, _, decoded in self._ordered(timeout_ms, max_messages):
+            yield seq, decoded.batch  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        """Close the sockets (the context stays open)."""
+        self.socket.close(linger=0)
+        if self._dealer is not None:
+            self._dealer.close(linger=0)
+            self._dealer = None
