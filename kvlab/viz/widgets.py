@@ -36,6 +36,7 @@ from kvlab.viz.assets import player_css, player_esm
 from kvlab.viz.encode import FORMAT, encode_trace
 from kvlab.viz.export import default_views
 from kvlab.viz.navigation import Navigator
+from kvlab.viz.predict import PREDICT_KINDS, check_predict_kinds, quiz_points
 
 __all__ = ["DEFAULT_VIEWS", "VIEWS", "TracePlayer"]
 
@@ -68,11 +69,14 @@ class TracePlayer(anywidget.AnyWidget):
         fixed_point: Show the hybrid fixed-point panel: None (default) = whenever the trace
             holds fixed-point turns (FIXED_POINT_ITERATED), added to the ``views`` given;
             True / False = as ``views`` says / never.
+        predict: Predict mode: decision kinds from ``PREDICT_KINDS`` (``"evict"``, ``"hit"``,
+            ``"popleft"``) before which a forward step stops and asks the learner (the ``quiz``
+            trait, from ``kvlab.viz.predict.quiz_points``); () = off.
         **kwargs: Initial values of the other traits (views, requests, speed, ...).
 
     Raises:
         traitlets.TraitError: If a trait value is invalid (index out of range, unknown view,
-            request or event kind, non-positive speed, ...).
+            request or event kind, non-positive speed, unknown predict kind, ...).
     """
 
     _esm = player_esm()
@@ -99,9 +103,20 @@ class TracePlayer(anywidget.AnyWidget):
     checkpoint_interval = t.Int(
         1024, help="events between replay checkpoints in the browser, >= 16"
     ).tag(sync=True)
+    predict = t.List(
+        t.Unicode(), [], help=f"predict mode: decision kinds to ask about, from {PREDICT_KINDS}"
+    ).tag(sync=True)
+    quiz = t.List(
+        t.Dict(), [], read_only=True, help="the predict mode's questions (kvlab.viz.predict)"
+    ).tag(sync=True)
 
     def __init__(
-        self, trace: Any, index: int = -1, fixed_point: bool | None = None, **kwargs: Any
+        self,
+        trace: Any,
+        index: int = -1,
+        fixed_point: bool | None = None,
+        predict: Any = (),
+        **kwargs: Any,
     ) -> None:
         self._trace = trace
         self._nav = Navigator(trace)
@@ -113,6 +128,11 @@ class TracePlayer(anywidget.AnyWidget):
             kwargs["views"] = [v for v in kwargs["views"] if v != "fixed_point"]
         super().__init__(trace_data=encode_trace(trace), index=index, **kwargs)
         self.set_trait("num_events", len(trace))
+        try:
+            kinds = check_predict_kinds(predict)
+        except (TypeError, ValueError) as exc:
+            raise t.TraitError(str(exc)) from None
+        self.predict = list(kinds)  # fills ``quiz``
 
     # ------------------------------------------------------------------ validation
     @t.validate("trace_data")
@@ -161,6 +181,18 @@ class TracePlayer(anywidget.AnyWidget):
                 f"got {proposal['value']!r}"
             )
         return proposal["value"]
+
+    @t.validate("predict")
+    def _valid_predict(self, proposal: dict[str, Any]) -> list[str]:
+        try:
+            return list(check_predict_kinds(proposal["value"]))
+        except (TypeError, ValueError) as exc:
+            raise t.TraitError(str(exc)) from None
+
+    @t.observe("predict")
+    def _make_quiz(self, change: dict[str, Any]) -> None:
+        points = quiz_points(self._trace, change["new"]) if change["new"] else []
+        self.set_trait("quiz", [p.to_dict() for p in points])
 
     @t.validate("max_queue", "checkpoint_interval")
     def _valid_minimum(self, proposal: dict[str, Any]) -> int:

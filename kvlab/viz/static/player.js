@@ -1,11 +1,14 @@
 // kvlab trace player: an anywidget view (JupyterLab, and static pages through a small model
 // shim in kvlab/viz/export.py). Stepping and drawing happen here, in the browser, so the player
 // works without a kernel. Synced state (kvlab/viz/widgets.py::TracePlayer): trace_data, index,
-// playing, speed, play_mode, views, requests, jump_kind, max_queue, checkpoint_interval.
+// playing, speed, play_mode, views, requests, jump_kind, max_queue, checkpoint_interval, quiz.
 // Views: pool grid, free queue, block table, token positions → slots, allocate_slots anatomy,
 // hybrid fixed point, hash chains, events (views.js), all computed here from the trace.
+// Predict mode (`quiz`, from kvlab/viz/predict.py): a forward step that would show a decision
+// stops before it and asks (predict.js decides where); the answer moves on to the decision.
 
 import { KIND, NAV, Replayer, describe, loadTrace, vllmSource, vllmSourceUrl } from "./replay.js";
+import { Quiz } from "./predict.js";
 import {
   blockTitle, drawAllocateSlots, drawBlockTable, drawEvents, drawFixedPoint, drawFreeQueue, drawHashChain, drawPool,
   drawSlotMapping, legend,
@@ -74,6 +77,7 @@ function kindCounts(T) {
   return counts;
 }
 const fmt = (x) => x.toLocaleString("en-US");
+const FORWARD = new Set(["into", "over", "out", "next_kind"]);  // moves that ask before a decision
 
 function render({ model, el: root }) {
   const { T, R, firstSeen, timings } = loaded(model);
@@ -99,6 +103,13 @@ function render({ model, el: root }) {
   const poolTitle = el("div", { cls: "kvlab-title" });
   panels.pool.append(poolTitle, canvas, legend(T.numGroups, T.data.config));
   let grid = { cols: 1, cell: 8 };
+  let quiz = new Quiz(model.get("quiz")), asking = null, revealed = null, choiceButtons = [];
+  const quizBox = el("div", { cls: "kvlab-quiz", role: "group", "aria-label": "predict, then reveal" });
+  const feedback = el("div", { cls: "kvlab-quiz-feedback", "aria-live": "polite" });
+  const score = el("span", { cls: "kvlab-score" });
+  const resetQuiz = el("button", { cls: "kvlab-btn", title: "ask every question again",
+    onclick: () => { quiz.reset(); asking = revealed = null; drawQuiz(); } }, "↺ reset quiz");
+  quizBox.hidden = true;
 
   function go(j) {
     if (j === model.get("index")) return;
@@ -107,25 +118,93 @@ function render({ model, el: root }) {
     draw();
   }
   function setPlaying(on) {
+    if (on && asking) { nudge(); on = false; }
     if (model.get("playing") !== on) { model.set("playing", on); model.save_changes(); }
     clearInterval(timer); timer = null;
     play.textContent = on ? "❚❚ pause" : "▶ play";
     if (on) timer = setInterval(() => {
       const i = model.get("index"), j = NAV[model.get("play_mode")](T, i);
-      if (j === i) setPlaying(false); else go(j);
+      if (j === i) setPlaying(false); else if (forward(i, j)) setPlaying(false);
     }, 1000 / Math.max(model.get("speed"), 0.1));
+  }
+  // A forward move: stop before an unanswered decision and ask it (true), else move.
+  function forward(i, j) {
+    const stop = quiz.intercept(i, j);
+    if (!stop) { go(j); return false; }
+    asking = { point: stop.point, at: stop.stop };
+    revealed = null;
+    if (stop.stop !== i) go(stop.stop); else draw(true);  // events ahead hidden while asking
+    return true;
   }
   function act(move) {
     const i = model.get("index");
+    const ahead = move === "play" ? !model.get("playing") : FORWARD.has(move);
+    if (asking && ahead) return nudge();  // answer first; backward moves and seeks are free
     if (move === "play") return setPlaying(!model.get("playing"));
     if (move === "start") return go(-1);
     if (move === "end") return go(T.n - 1);
     if (move === "next_kind" || move === "prev_kind") {
       if (!kindSelect.value) return;  // the trace holds no events
       model.set("jump_kind", kindSelect.value); model.save_changes();
-      return go(NAV[move](T, i, KIND[kindSelect.value]));
+      const j = NAV[move](T, i, KIND[kindSelect.value]);
+      return move === "next_kind" ? forward(i, j) : go(j);
     }
-    go(NAV[move](T, i));
+    const j = NAV[move](T, i);
+    if (FORWARD.has(move)) forward(i, j); else go(j);
+  }
+  // ---------------------------------------------------------------- predict mode
+  function pick(k) {
+    const point = asking.point, r = quiz.pick(point, k), button = choiceButtons[k];
+    if (!r.right) {
+      button.classList.add("kvlab-wrong"); button.disabled = true;
+      feedback.className = "kvlab-quiz-feedback kvlab-quiz-wrong";
+      feedback.textContent = `✗ Not ${point.choices[k]}. Try again, or show the answer.`;
+      drawScore();
+      wrap.focus({ preventScroll: true });  // the disabled button lost the focus: keys still work
+      return;
+    }
+    reveal(r.first ? "✓ Right" : "✓ Right (not at the first try)");
+  }
+  function reveal(verdict) {
+    const point = asking.point;
+    asking = null;
+    revealed = { point, verdict };
+    go(point.reveal);
+    wrap.focus({ preventScroll: true });  // the clicked button is gone: keys still step
+  }
+  function nudge() {
+    feedback.className = "kvlab-quiz-feedback kvlab-quiz-wrong";
+    feedback.textContent = `Pick an answer first (keys 1–${asking.point.choices.length}), show the answer, or step back (←).`;
+  }
+  // The question shows while the cursor stays where it was asked, the answer while it stays on
+  // the decision; any other move puts them away (an unanswered question is asked again later).
+  function drawQuiz() {
+    const i = model.get("index");
+    if (asking && asking.at !== i) asking = null;
+    if (revealed && revealed.point.reveal !== i) revealed = null;
+    const shown = asking || revealed;
+    quizBox.hidden = !shown;
+    drawScore();
+    if (!shown) return;
+    const point = shown.point, a = quiz.answers.get(point.reveal) || { picks: [] };
+    choiceButtons = point.choices.map((label, k) => el("button", { cls: "kvlab-btn kvlab-choice", "data-choice": String(k),
+      onclick: () => asking && pick(k) }, `${k + 1}. ${label}`));
+    a.picks.forEach((k) => { if (k !== point.answer) { choiceButtons[k].classList.add("kvlab-wrong"); choiceButtons[k].disabled = true; } });
+    feedback.className = "kvlab-quiz-feedback"; feedback.textContent = "";
+    const giveUp = el("button", { cls: "kvlab-btn kvlab-show-answer", onclick: () => { if (asking) { quiz.showAnswer(asking.point); reveal("The answer"); } } },
+      "show answer");
+    if (revealed) {
+      choiceButtons.forEach((b) => { b.disabled = true; });
+      choiceButtons[point.answer].classList.add("kvlab-right");
+      feedback.className = "kvlab-quiz-feedback kvlab-quiz-reveal";
+      feedback.textContent = `${revealed.verdict}: ${point.choices[point.answer]}. ${point.explanation}`;
+    }
+    quizBox.replaceChildren(el("div", { cls: "kvlab-quiz-question" }, el("b", {}, revealed ? "Revealed: " : "Predict: "), point.question),
+      el("div", { cls: "kvlab-toolbar" }, ...choiceButtons, ...(revealed ? [] : [giveUp])), feedback);
+  }
+  function drawScore() {
+    const { right, answered, total } = quiz.score();
+    score.textContent = `predict: ${right} right of ${answered} answered · ${total - answered} to go`;
   }
   const buttons = toolbar(act), play = buttons[3];
 
@@ -158,7 +237,9 @@ function render({ model, el: root }) {
     if (views.has("allocate_slots")) drawAllocateSlots(panels.allocate_slots, T, i, Math.max(240, (poolWidth || 880) - 8));
     if (views.has("fixed_point")) drawFixedPoint(panels.fixed_point, T, i);
     if (views.has("hash_chain")) drawHashChain(panels.hash_chain, T, s, chainRequests(model, T, s, firstSeen, i));
-    if (views.has("events")) drawEvents(panels.events, T, i, describe);
+    drawQuiz();
+    // NOTE: while a question is asked the events list stops at the cursor: the next event is the answer.
+    if (views.has("events")) drawEvents(panels.events, T, i, describe, 6, asking ? 0 : 6);
   }
 
   canvas.addEventListener("mousemove", (e) => {
@@ -176,6 +257,12 @@ function render({ model, el: root }) {
   const wrap = el("div", { cls: "kvlab-player", tabindex: "0" });
   wrap.addEventListener("keydown", (e) => {
     if (e.target.tagName === "SELECT" || e.target.tagName === "INPUT") return;  // their own keys
+    const k = Number(e.key) - 1;  // keys 1..n pick a choice while a question is asked
+    if (asking && Number.isInteger(k) && k >= 0 && k < asking.point.choices.length) {
+      e.preventDefault();
+      if (!choiceButtons[k].disabled) pick(k);
+      return;
+    }
     const move = e.shiftKey && e.key === "ArrowRight" ? "over" : e.shiftKey && e.key === "ArrowLeft" ? "back_over" : keys[e.key];
     if (move) { e.preventDefault(); act(move); }
   });
@@ -188,10 +275,18 @@ function render({ model, el: root }) {
     el("div", { cls: "kvlab-toolbar" }, el("span", {}, "jump to "), kindSelect,
       el("button", { cls: "kvlab-btn", onclick: () => act("prev_kind") }, "◀ previous"),
       el("button", { cls: "kvlab-btn", onclick: () => act("next_kind") }, "next ▶")),
-    caption, source, ...Object.values(panels));
+    el("div", { cls: "kvlab-toolbar kvlab-quiz-bar", hidden: "" }, score, resetQuiz),
+    caption, quizBox, source, ...Object.values(panels));
+  const quizBar = wrap.querySelector(".kvlab-quiz-bar");
+  const onQuiz = () => {
+    quiz = new Quiz(model.get("quiz")); asking = revealed = null;
+    quizBar.hidden = !(model.get("predict") || []).length; drawQuiz();
+  };
+  quizBar.hidden = !(model.get("predict") || []).length;
   root.replaceChildren(wrap);
   // Testing hook (browser tests, benchmarks): the decoded trace, the replayer, the moves.
-  const hook = { T, R, model, act, draw, seek: go, timings: { ...timings }, state: () => R.stateAt(model.get("index")) };
+  const hook = { T, R, model, act, draw, seek: go, timings: { ...timings }, state: () => R.stateAt(model.get("index")),
+    quiz: () => quiz, asking: () => asking && asking.point };
   root.kvlabPlayer = hook;
 
   const redraw = () => draw(true);
@@ -199,6 +294,7 @@ function render({ model, el: root }) {
   const onIndex = () => draw();
   model.on("change:index", onIndex);
   model.on("change:playing", onPlaying);
+  model.on("change:quiz", onQuiz); model.on("change:predict", onQuiz);
   for (const name of ["views", "requests", "max_queue"]) model.on(`change:${name}`, redraw);
   const t0 = performance.now();
   draw(true);
@@ -212,7 +308,7 @@ function render({ model, el: root }) {
   resize?.observe(panels.pool);
   return () => {
     clearInterval(timer); resize?.disconnect();
-    model.off("change:index", onIndex); model.off("change:playing", onPlaying);
+    model.off("change:index", onIndex); model.off("change:playing", onPlaying); model.off("change:quiz", onQuiz); model.off("change:predict", onQuiz);
     for (const name of ["views", "requests", "max_queue"]) model.off(`change:${name}`, redraw);
   };
 }
