@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from kvlab.i18n import _
 from kvlab.trace.designs import design_of
 from kvlab.trace.designs.nano_vllm import nano_summary
 from kvlab.viz.calls import find_call
@@ -39,8 +40,9 @@ __all__ = [
 
 
 def cache_design(config: dict[str, Any]) -> str:
-    """The line naming the cache design a trace config names (an unknown value as given)."""
-    return design_of(config).title
+    """The line naming the cache design a trace config names, in the current language (an
+    unknown value as given)."""
+    return _(design_of(config).title)
 
 
 def render_cache_header(trace: Any, index: int) -> RenderableType:
@@ -52,7 +54,7 @@ def render_cache_header(trace: Any, index: int) -> RenderableType:
     if not -1 <= index < len(trace):
         raise IndexError(f"event index {index} is outside [-1, {len(trace)})")
     design = design_of(trace)
-    line = Text(f"cache design: {design.title}", style="bold")
+    line = Text(_("cache design: {title}").format(title=_(design.title)), style="bold")
     extra = design.header_lines(trace, index)
     return Group(line, *(Text(x) for x in extra)) if extra else line
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvlab.i18n import _
+
 __all__ = ["CacheDesign", "UnknownDesign"]
 
 
@@ -15,7 +17,8 @@ class CacheDesign:
 
     Attributes:
         names: The ``config["cache"]`` values of this design's traces (None = key absent).
-        title: The line naming the design in views ("cache design: ...").
+        title: The line naming the design in views ("cache design: ..."), in English, marked
+            with ``N_`` (views show it through ``kvlab.i18n._``).
         lookup_call_names: Calls whose LOOKED_UP events are prefix-cache lookups.
         lookups_scan_forward: True when every lookup walks the hashes left to right (no
             sliding-window / Mamba backward scan), whatever the group's manager.
@@ -29,9 +32,9 @@ class CacheDesign:
     def queue_labels(self, length: int) -> tuple[str, str]:
         """(title, tail note) of the free list drawn with ``length`` blocks (blocks)."""
         return (
-            (f"free_block_queue · {length} blocks · popleft takes from the left "
-            "(least recently freed first)"),
-            "◀ free_blocks appends here",
+            _("free_block_queue · {length} blocks · popleft takes from the left "
+              "(least recently freed first)").format(length=length),
+            _("◀ free_blocks appends here"),
         )
 
     def explain_call(self, trace: Any, call: Any) -> Any | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvlab.i18n import N_, _
 from kvlab.trace.designs import register
 from kvlab.trace.designs.base import CacheDesign
 
@@ -13,13 +14,13 @@ class KVEventsDesign(CacheDesign):
     free queue, so kvlab assigns slots and the queue shows slot order, not eviction order."""
 
     names = ("vllm-kv-events",)
-    title = "vLLM KV events (BlockStored / BlockRemoved stream; slots are kvlab's)"
+    title = N_("vLLM KV events (BlockStored / BlockRemoved stream; slots are kvlab's)")
 
     def queue_labels(self, length: int) -> tuple[str, str]:
         return (
-            (f"slots rebuilt from vLLM KV events · {length} slots · slot order, "
-            "not vLLM's eviction order"),
-            "◀ (no free order is in the event stream)",
+            _("slots rebuilt from vLLM KV events · {length} slots · slot order, "
+              "not vLLM's eviction order").format(length=length),
+            _("◀ (no free order is in the event stream)"),
         )
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvlab.i18n import N_, _
+
 from kvlab.trace.designs import register
 from kvlab.trace.designs.base import CacheDesign
 from kvlab.trace.events import EventKind
@@ -33,15 +35,15 @@ class NanoVllmDesign(CacheDesign):
     """
 
     names = ("nano-vllm",)
-    title = "nano-vllm BlockManager (hash_to_block_id + deque free_block_ids)"
+    title = N_("nano-vllm BlockManager (hash_to_block_id + deque free_block_ids)")
     lookup_call_names = ("get_computed_blocks", "allocate")
     lookups_scan_forward = True
 
     def queue_labels(self, length: int) -> tuple[str, str]:
         return (
-            (f"free_block_ids · nano-vllm deque · {length} blocks · popleft / append; "
-            "a hit on a free block is removed by an O(n) scan"),
-            "◀ deallocate appends here (last block first)",
+            _("free_block_ids · nano-vllm deque · {length} blocks · popleft / append; "
+              "a hit on a free block is removed by an O(n) scan").format(length=length),
+            _("◀ deallocate appends here (last block first)"),
         )
 
     def explain_call(self, trace: Any, call: Any) -> Any | None:

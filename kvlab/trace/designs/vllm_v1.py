@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvlab.i18n import N_
 from kvlab.trace.designs import register
 from kvlab.trace.designs.base import CacheDesign
 
@@ -15,7 +16,7 @@ class VllmV1Design(CacheDesign):
     """
 
     names = (None, "vllm-v1")
-    title = "vLLM V1 (BlockPool + FreeKVCacheBlockQueue, kvlab.core)"
+    title = N_("vLLM V1 (BlockPool + FreeKVCacheBlockQueue, kvlab.core)")
 
 
 DESIGN = register(VllmV1Design())
