@@ -202,3 +202,37 @@ def test_sweep_timed_clock():
         sweep(_differ_case().requests, ["vllm", "nano"], [12], [4], clock="timed")
     with pytest.raises(ValueError, match="unknown clock 'wall'"):
         sweep(_differ_case().requests, ["vllm"], [12], [4], clock="wall")
+
+
+def _same(a, b):
+    assert a.to_dict() == b.to_dict()
+    assert a.per_request_hit_tokens == b.per_request_hit_tokens
+    assert a.completion_order == b.completion_order
+    assert a.num_steps == b.num_steps
+    assert [str(d) for d in a.queueing_delay_ms] == [str(d) for d in b.queueing_delay_ms]
+
+
+@pytest.mark.parametrize(("bs", "cap"), [(512, 10**5), (512, 10**6), (64, 3 * 10**5)])
+def test_fast_forward_changes_nothing_on_the_conversation_excerpt(bs, cap):
+    from kvlab.traffic import read_mooncake
+
+    reqs = read_mooncake("tests/data/mooncake/conversation_excerpt.jsonl", limit=80)
+    b = prepare_blocks(reqs, bs)
+    fast = replay_timed(b, "vllm", cap)
+    _same(fast, replay_timed(b, "vllm", cap, fast_forward=False))
+    assert fast.num_steps > 1000  # decode stretches were there to skip
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 40), st.integers(0, 5),
+                          st.integers(1, 30)), min_size=1, max_size=10),
+       st.integers(2, 12), st.sampled_from([4, 8]), st.integers(8, 40))
+def test_fast_forward_equals_step_by_step(spec, num_blocks, bs, budget):
+    reqs, t = [], 0
+    for i, (gap, n_in, family, n_out) in enumerate(spec):
+        t += gap
+        reqs.append(_req(i, t, [family * 1000 + k for k in range(n_in)], n_out))
+    blocked = prepare_blocks(reqs, bs)
+    kw = {"service": ServiceModel(1, 0.25), "max_num_batched_tokens": budget}
+    fast = replay_timed(blocked, "vllm", num_blocks * bs, **kw)
+    _same(fast, replay_timed(blocked, "vllm", num_blocks * bs, fast_forward=False, **kw))
