@@ -114,6 +114,11 @@ class KVEventSubscriber:
         replay_timeout_ms: Longest wait for each replay reply frame (ms).
         context: A zmq.Context (default: the process-wide instance).
 
+    Attributes:
+        endpoint: Where the SUB socket is (a bound wildcard port resolved).
+        health: The StreamHealth so far.
+        next_seq: The next seq expected (None before the first message).
+
     Raises:
         ImportError: Without pyzmq or msgspec.
         KVEventFormatError: If start_seq is not an int >= 0 or None.
@@ -138,11 +143,13 @@ class KVEventSubscriber:
         self.socket = self._ctx.socket(zmq.SUB)
         self.socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
         (self.socket.bind if self.bind else self.socket.connect)(endpoint)
+        # NOTE: a bound wildcard port ("tcp://127.0.0.1:*") becomes the real one here.
+        self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT) if self.bind else endpoint
         self.replay_endpoint = replay_endpoint
         self.replay_timeout_ms = replay_timeout_ms
         self._dealer: Any = None
         self.next_seq = start_seq
-        self._caught_up = start_seq is None or replay_endpoint is None
+        self._caught_up = start_seq is None
         self._pending: deque[_Item] = deque()  # NOTE: in seq order, next_seq already past them
         self.health = StreamHealth()
 
@@ -229,7 +236,8 @@ class KVEventSubscriber:
         pending = self._pending
         if not self._caught_up:
             self._caught_up = True
-            pending.extend(self._fill(self.next_seq or 0, None))
+            if self.replay_endpoint is not None:
+                pending.extend(self._fill(self.next_seq or 0, None))
         while max_messages is None or n < max_messages:
             if not pending:
                 item = self._next_live(timeout_ms)

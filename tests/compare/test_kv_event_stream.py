@@ -12,6 +12,7 @@ from kvlab.compare.kv_event_stream import (
     KVEventTraceBuilder,
     cached_key_counts,
     manager_cached_key_counts,
+    peak_cached_blocks,
     read_kv_event_file,
 )
 from kvlab.compare.kv_event_wire import (
@@ -200,3 +201,69 @@ def test_live_zmq_socket() -> None:
     for seq, batch in got:
         builder.add_batch(batch, seq)
     _check_rebuilt(builder, run)
+
+
+def _snapshot(b: KVEventTraceBuilder):
+    return (len(b.trace()), b.num_batches, list(b.batch_seqs), sorted(b._free),
+            {k: list(v) for k, v in b._slots.items()}, {t: dict(c) for t, c in b.tiers.items()},
+            dict(b.unknown_removed))  # fmt: skip
+
+
+def test_offloaded_tiers_stay_out_of_the_gpu_view() -> None:
+    def stored(hashes, medium, group=None):
+        return BlockStored(hashes, None, [], 4, None, medium, None, group_idx=group)
+
+    b = KVEventTraceBuilder(num_blocks=2, num_groups=2)
+    b.add_batch(KVEventBatch(0.0, [stored([7, 8], "GPU"), stored([7, 8, 9], "CPU"),
+                                   stored([5], "cpu", 1), stored([6], "STORAGE")]))  # fmt: skip
+    b.add_batch(KVEventBatch(1.0, [BlockRemoved([8], "GPU"), BlockRemoved([8], "CPU"),
+                                   BlockRemoved([99], "STORAGE"), AllBlocksCleared(),
+                                   stored([1], None)]))  # fmt: skip
+    key = lambda h: (h).to_bytes(8, "big")  # noqa: E731
+    assert {t: dict(c) for t, c in b.tiers.items()} == {
+        "CPU": {(key(7), 0): 1, (key(9), 0): 1, (key(5), 1): 1},
+        "STORAGE": {(key(6), 0): 1},
+    }
+    assert b.unknown_removed == {"STORAGE": 1} and b.num_unknown_removed == 1
+    t = b.trace()
+    # the GPU view held 7 and 8 (2 slots: the 3 CPU blocks never took one), then only 1
+    assert cached_key_counts(t.state_at(3)) == {(key(7), 0): 1, (key(8), 0): 1}
+    assert cached_key_counts(t.state_at(len(t) - 1)) == {(key(1), 0): 1}
+    assert [c.name for c in t.calls()] == ["BlockStored", "BlockRemoved", "AllBlocksCleared",
+                                           "BlockStored"]  # fmt: skip
+    batches = [KVEventBatch(0.0, [stored([1, 2], "GPU"), stored([3, 4, 5], "CPU")])]
+    assert peak_cached_blocks(batches) == (2, 1)
+
+
+@pytest.mark.parametrize(("bad_event", "message"), [
+    (BlockStored([1, 2], None, [], 4, None, "GPU", None), "event 2 .BlockStored.: more than "
+                                                          "num_blocks=3 hashes"),
+    (BlockRemoved([1], "GPU", 2**40), r"event 2 .BlockRemoved.: group_idx must be None or an int"),
+    (BlockRemoved([1.5], "GPU"), "event 2 .BlockRemoved.: block_hashes: a block hash is an int"),
+    (BlockRemoved([1], 5), "medium must be a str or None, got 5"),
+    ("BlockStored", "event 2 .str.: not a KV cache event; allowed: BlockStored"),
+])  # fmt: skip
+def test_a_refused_batch_changes_nothing(bad_event, message) -> None:
+    b = KVEventTraceBuilder(num_blocks=3)
+    b.add_batch(KVEventBatch(0.0, [BlockStored([7], None, [], 4, None, "GPU", None)]), seq=4)
+    before = _snapshot(b)
+    batch = KVEventBatch(1.0, [BlockRemoved([7], "GPU"),
+                               BlockStored([8, 9], None, [], 4, None, "CPU", None), bad_event])
+    batch.events[1] = BlockStored([8, 9], None, [], 4, None, "GPU", None)
+    with pytest.raises(ValueError, match=message):
+        b.add_batch(batch, seq=5)
+    assert _snapshot(b) == before
+    for ts, seq, text in ((float("nan"), 5, "finite number"), (1.0, -1, "seq must be an int")):
+        with pytest.raises(ValueError, match=text):
+            b.add_batch(KVEventBatch(ts, []), seq=seq)
+    assert _snapshot(b) == before
+    b.add_batch(KVEventBatch(2.0, [BlockRemoved([7], "GPU")]), seq=5)
+    assert b.batch_seqs == [(4, 0.0), (5, 2.0)]
+    assert sorted(set(b.trace().steps().tolist())) == [0, 1]
+
+
+def test_peak_refuses_huge_groups_before_sizing() -> None:
+    with pytest.raises(ValueError, match=r"group_idx must be None or an int in \[0, 4095\]"):
+        peak_cached_blocks([KVEventBatch(0.0, [BlockRemoved([1], "GPU", 2**40)])])
+    with pytest.raises(ValueError, match="num_groups must be at most 4096"):
+        KVEventTraceBuilder(1, num_groups=4097)
