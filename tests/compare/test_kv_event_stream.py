@@ -219,7 +219,9 @@ def test_offloaded_tiers_stay_out_of_the_gpu_view() -> None:
     b.add_batch(KVEventBatch(1.0, [BlockRemoved([8], "GPU"), BlockRemoved([8], "CPU"),
                                    BlockRemoved([99], "STORAGE"), AllBlocksCleared(),
                                    stored([1], None)]))  # fmt: skip
-    key = lambda h: (h).to_bytes(8, "big")  # noqa: E731
+    def key(h: int) -> bytes:
+        return h.to_bytes(8, "big")
+
     assert {t: dict(c) for t, c in b.tiers.items()} == {
         "CPU": {(key(7), 0): 1, (key(9), 0): 1, (key(5), 1): 1},
         "STORAGE": {(key(6), 0): 1},
@@ -236,8 +238,7 @@ def test_offloaded_tiers_stay_out_of_the_gpu_view() -> None:
 
 
 @pytest.mark.parametrize(("bad_event", "message"), [
-    (BlockStored([1, 2], None, [], 4, None, "GPU", None), "event 2 .BlockStored.: more than "
-                                                          "num_blocks=3 hashes"),
+    (BlockStored([1, 2], None, [], 4, None, "GPU", None), "event 2 .BlockStored.: more than"),
     (BlockRemoved([1], "GPU", 2**40), r"event 2 .BlockRemoved.: group_idx must be None or an int"),
     (BlockRemoved([1.5], "GPU"), "event 2 .BlockRemoved.: block_hashes: a block hash is an int"),
     (BlockRemoved([1], 5), "medium must be a str or None, got 5"),
