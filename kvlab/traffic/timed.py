@@ -35,12 +35,32 @@ num_output_tokens - 1) / block_size) > num_blocks`` (the last sampled token is n
 computed), would preempt itself forever; it is rejected at arrival (counted in ``rejected``,
 0 hit tokens, its prompt tokens still counted), never given to the scheduler.
 
+Arrival times must be finite, >= 0 and non-decreasing in trace order; an out-of-order
+timestamp is an error naming the request, not sorted silently: results are reported in trace
+order, and the sequence clock replays that same order (both Mooncake traces are sorted).
+
 Only the ``vllm`` cache has a scheduler in kvlab; ``nano``, ``radix`` and ``infinite`` are
 refused on this clock (use the sequence clock for them).
 
 NOTE: the scheduler looks at most at ``max_num_seqs`` waiting requests per step, so only that
 many arrived requests are turned into kvlab Requests ahead of time; the rest wait as trace
-entries (same decisions, bounded memory when the server falls behind the trace).
+entries (same decisions, bounded memory when the server falls behind the trace). Stretches of
+plain decode steps are advanced without calling ``schedule()`` (``_TimedRun.fast_forward``),
+with the same results.
+
+Examples:
+    B arrives while A decodes, shares A's two blocks, and is preempted when the 4-block pool
+    runs out; it resumes after A finishes (its retries are vLLM's "preempted" lookups):
+
+    >>> from kvlab.traffic import prepare_blocks, read_mooncake_lines
+    >>> reqs = read_mooncake_lines([
+    ...     '{"timestamp": 0, "input_length": 1024, "output_length": 600, "hash_ids": [0, 1]}',
+    ...     '{"timestamp": 50, "input_length": 1100, "output_length": 600, "hash_ids": [0, 1, 2]}'])
+    >>> res = replay_timed(prepare_blocks(reqs, 512), "vllm", 4 * 512)
+    >>> res.per_request_hit_tokens, res.preemptions, res.completion_order
+    ([0, 1024], 1, ['mc-0', 'mc-1'])
+    >>> res.prefix_cache_stats.requests, res.prefix_cache_stats.preempted_requests
+    (2, 155)
 """
 
 from __future__ import annotations

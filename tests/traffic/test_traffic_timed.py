@@ -236,3 +236,12 @@ def test_fast_forward_equals_step_by_step(spec, num_blocks, bs, budget):
     kw = {"service": ServiceModel(1, 0.25), "max_num_batched_tokens": budget}
     fast = replay_timed(blocked, "vllm", num_blocks * bs, **kw)
     _same(fast, replay_timed(blocked, "vllm", num_blocks * bs, fast_forward=False, **kw))
+
+
+def test_module_docstring_example_holds():
+    import doctest
+
+    import kvlab.traffic.timed
+
+    result = doctest.testmod(kvlab.traffic.timed)
+    assert result.failed == 0 and result.attempted == 5
