@@ -262,7 +262,7 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
         raise click.BadParameter(f"only vllm supports the timed clock, got {caches!r}",
                                  param_hint="--caches")  # fmt: skip
     sizes = _block_sizes(block_size, fmt)
-    caps = [_capacities(capacity_tokens, bs) for bs in sizes][0]
+    caps = _capacities(capacity_tokens, max(sizes))  # NOTE: >= one block of every size
     if json_out is not None and not (json_out.parent or Path(".")).resolve().is_dir():
         raise click.BadParameter(f"folder {json_out.parent} does not exist",
                                  param_hint="--json")  # fmt: skip

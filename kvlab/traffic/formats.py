@@ -58,8 +58,13 @@ def traffic_from_workload(workload: Any) -> list[TrafficRequest]:
     """
     reqs = sorted(workload.requests, key=lambda r: r.arrival_step)
     return [
-        TrafficRequest(r.request_id, float(r.arrival_step), len(r.prompt_token_ids),
-                       r.max_tokens, prompt_token_ids=tuple(r.prompt_token_ids))  # fmt: skip
+        TrafficRequest(
+            r.request_id,
+            float(r.arrival_step),
+            len(r.prompt_token_ids),
+            r.max_tokens,
+            prompt_token_ids=tuple(r.prompt_token_ids),
+        )
         for r in reqs
     ]
 

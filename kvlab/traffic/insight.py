@@ -29,6 +29,7 @@ Examples:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from kvlab.traffic.blocks import BlockedTraffic
@@ -84,7 +85,7 @@ def top_prefixes(blocked: BlockedTraffic, k: int) -> list[PrefixReuse]:
             depth.setdefault(key, d + 1)
             first.setdefault(key, i)
     for keys in blocked.keys:
-        for parent, child in zip(keys, keys[1:], strict=False):
+        for parent, child in pairwise(keys):
             best_child[parent] = max(best_child.get(parent, 0), count[child])
     # NOTE: each child is counted once per request holding it, so best_child only grows to
     # count[child]; a key is maximal when no child is shared by as many requests.
