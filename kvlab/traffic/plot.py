@@ -7,7 +7,8 @@ prefixes fit from there on.
 
 matplotlib is optional (``pip install kvlab[viz]``): importing this module does not need it,
 ``hit_rate_figure`` says so when it is missing. The figure is a plain ``matplotlib.figure.Figure``
-(no pyplot state), so it renders in a notebook, and ``save_figure`` writes it atomically.
+(no pyplot state) that shows itself in a notebook as SVG, and ``save_figure`` writes it
+atomically.
 
 Examples:
     >>> rows = [{"cache": "vllm", "capacity_tokens": c, "block_size": 16, "hit_rate": h}
@@ -19,9 +20,11 @@ Examples:
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from collections.abc import Iterable
+from functools import cache
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -54,14 +57,15 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
         title: Figure title (None = none).
 
     Returns:
-        A matplotlib Figure with one Axes: x = capacity (tokens, log scale), y = hit rate.
+        A matplotlib Figure (shown as SVG in a notebook) with one Axes: x = capacity
+        (tokens, log scale), y = hit rate.
 
     Raises:
         ValueError: If a row lacks a field, or no row has a finite capacity to draw.
         ImportError: Without matplotlib.
     """
     try:
-        from matplotlib.figure import Figure
+        import matplotlib  # noqa: F401
     except ImportError:
         raise ImportError("drawing the hit-rate curve needs matplotlib: "
                           "pip install 'kvlab[viz]'") from None  # fmt: skip
@@ -78,24 +82,51 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
         raise ValueError("no row with a cache other than 'infinite': nothing to draw")
     sizes = sorted({bs for _, bs in lines} | set(best))
     style = {bs: _STYLES[i % len(_STYLES)] for i, bs in enumerate(sizes)}
-    fig = Figure(figsize=(7, 4.2), layout="constrained")
+    fig = _figure_class()(figsize=(7, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    for (cache, bs), points in lines.items():
+    for (name, bs), points in lines.items():
         xs, ys = zip(*sorted(points), strict=True)
-        ax.plot(xs, ys, style[bs], marker="o", color=_COLORS.get(cache, "tab:purple"),
-                label=f"{cache}, block size {bs}")  # fmt: skip
+        ax.plot(xs, ys, style[bs], marker="o", color=_COLORS.get(name, "tab:purple"),
+                label=f"{name}, block size {bs}")  # fmt: skip
     for bs in sorted(best):
         ax.axhline(best[bs], linestyle=style[bs], color="0.35", linewidth=1,
                    label=f"infinite cache, block size {bs}")  # fmt: skip
     ax.set_xscale("log")
-    ax.set_ylim(0, 1)
+    top = max([y for pts in lines.values() for _, y in pts] + list(best.values()))
+    ax.set_ylim(0, min(1.0, max(top * 1.15, 0.01)))  # NOTE: low real hit rates stay readable
     ax.set_xlabel("cache capacity (tokens, log scale)")
     ax.set_ylabel("hit rate (hit tokens / prompt tokens)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left")
+    ax.legend(fontsize="small", loc="best")
     if title:
         ax.set_title(title)
     return fig
+
+
+@cache
+def _figure_class() -> type:
+    """A matplotlib Figure that shows itself in a notebook (SVG) without pyplot."""
+    from matplotlib.figure import Figure
+
+    class HitRateFigure(Figure):
+        """A Figure with ``_repr_svg_``: displayed by Jupyter even when pyplot is never
+        imported (no inline backend), with the same bytes on every run."""
+
+        def _repr_svg_(self) -> str:
+            buf = io.BytesIO()
+            _savefig(self, buf, "svg")
+            return buf.getvalue().decode()
+
+    return HitRateFigure
+
+
+def _savefig(fig: Any, f: Any, fmt: str) -> None:
+    from matplotlib import rc_context
+
+    # NOTE: no date, fixed SVG ids: the same sweep writes the same bytes
+    meta = {"Date": None} if fmt == "svg" else {"Software": None}
+    with rc_context({"svg.hashsalt": "kvlab"}):
+        fig.savefig(f, format=fmt, metadata=meta)
 
 
 def save_figure(fig: Any, path: str | PathLike[str], fmt: str | None = None) -> None:
@@ -116,12 +147,8 @@ def save_figure(fig: Any, path: str | PathLike[str], fmt: str | None = None) -> 
                          f"{', '.join(IMAGE_FORMATS)}")  # fmt: skip
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        from matplotlib import rc_context
-
-        # NOTE: no date, fixed SVG ids: the same sweep writes the same bytes
-        meta = {"Date": None} if fmt == "svg" else {"Software": None}
-        with os.fdopen(fd, "wb") as f, rc_context({"svg.hashsalt": "kvlab"}):
-            fig.savefig(f, format=fmt, metadata=meta)
+        with os.fdopen(fd, "wb") as f:
+            _savefig(fig, f, fmt)
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -25,7 +25,7 @@ from _nbrun import NOTEBOOK_TIMEOUT_S, comparable_outputs, execute, notebook_pat
 
 PUBLIC_MODULES = {
     "kvlab", "kvlab.core", "kvlab.core.sched", "kvlab.trace", "kvlab.worker", "kvlab.kernels",
-    "kvlab.model", "kvlab.viz", "kvlab.compare", "kvlab.course",
+    "kvlab.model", "kvlab.viz", "kvlab.compare", "kvlab.course", "kvlab.traffic",
 }  # fmt: skip
 """kvlab's public API: the ``__all__`` of these packages (STYLE.md: notebooks use only it)."""
 
@@ -48,9 +48,7 @@ def _needs_model(nb: nbformat.NotebookNode) -> bool:
 def test_the_course_is_numbered_contiguously_from_01() -> None:
     numbers = [int(p.name[:2]) for p in NOTEBOOKS]
     assert len(NOTEBOOKS) >= 10 and all(p.name[2] == "_" for p in NOTEBOOKS)
-    # NOTE: notebook 11 (real traffic, issue 12) may land after 12+; only that gap is allowed.
-    expected = [i for i in range(1, max(numbers) + 1) if i != 11 or 11 in numbers]
-    assert numbers == expected
+    assert numbers == list(range(1, max(numbers) + 1))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

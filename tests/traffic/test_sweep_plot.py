@@ -73,6 +73,7 @@ def test_save_figure_atomic_and_repeatable(tmp_path):
     save_figure(fig, tmp_path / "a.svg")
     save_figure(fig, tmp_path / "b.svg")
     assert (tmp_path / "a.svg").read_bytes() == (tmp_path / "b.svg").read_bytes()
+    assert fig._repr_svg_().encode() == (tmp_path / "a.svg").read_bytes()  # what Jupyter shows
     with pytest.raises(ValueError, match="as 'jpg'; allowed: svg, png"):
         save_figure(fig, tmp_path / "c.jpg")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.svg", "b.svg"]
