@@ -36,6 +36,8 @@ class VllmConfig:
         decode_context_parallel_size: DCP world size (1 = off).
         prefill_context_parallel_size: PCP world size (1 = off).
         kv_transfer_config: None unless a KV connector is configured.
+        original_max_model_len: model_config's max_model_len as the user gave it; -1 asks
+            get_kv_cache_configs to auto-fit max_model_len to the memory (None: as given).
         disable_hybrid_kv_cache_manager: scheduler_config's switch: unify local-attention
             layers into full attention before grouping (unify_hybrid_kv_cache_specs).
 
@@ -54,6 +56,7 @@ class VllmConfig:
     decode_context_parallel_size: int = 1
     prefill_context_parallel_size: int = 1
     kv_transfer_config: object | None = None
+    original_max_model_len: int | None = None
     disable_hybrid_kv_cache_manager: bool = False
 
     def __post_init__(self) -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from kvlab.core.config import VllmConfig
@@ -110,6 +110,38 @@ def estimate_max_model_len(
         vllm_config.model_config.max_model_len = original
 
 
+def _check_enough_kv_cache_memory(
+    available_memory: int,
+    get_needed_memory: Callable[[], int],
+    max_model_len: int,
+    estimate_max_model_len: Callable[[int], int],
+) -> None:
+    """Raise ValueError unless ``get_needed_memory()`` bytes fit ``available_memory``.
+
+    Mirrors: vllm/v1/core/kv_cache_utils.py::_check_enough_kv_cache_memory (shared by the
+    one-spec-dict check and the per-worker check on projected groups).
+    """
+    if available_memory <= 0:
+        raise ValueError(
+            "No available memory for the cache blocks (available_memory <= 0): give the KV "
+            "cache a positive budget."
+        )
+    needed = get_needed_memory()
+    if needed > available_memory:
+        estimated = estimate_max_model_len(available_memory)
+        hint = (
+            f" Based on the available memory, the estimated maximum model length is {estimated}."
+            if estimated > 0
+            else ""
+        )
+        raise ValueError(
+            f"To serve at least one request with the model's max seq len ({max_model_len}), "
+            f"{needed / _GIB:.2f} GiB of KV cache is needed, more than the available KV cache "
+            f"memory ({available_memory / _GIB:.2f} GiB).{hint} Decrease max_model_len or give "
+            "the KV cache more memory."
+        )
+
+
 def check_enough_kv_cache_memory(
     vllm_config: VllmConfig, kv_cache_spec: dict[str, KVCacheSpec], available_memory: int
 ) -> None:
@@ -119,30 +151,20 @@ def check_enough_kv_cache_memory(
 
     Args:
         vllm_config: Settings (max_model_len, ...).
-        kv_cache_spec: layer name -> spec.
+        kv_cache_spec: layer name -> spec (no layers: nothing to check).
         available_memory: KV cache budget (bytes).
 
     Raises:
         ValueError: If the budget is <= 0, or smaller than one max_model_len request needs
-            (the message gives the estimated max_model_len that would fit).
+            (the message names the model's max seq len and the estimated max_model_len that
+            would fit).
     """
-    if not kv_cache_spec:
-        return
-    if available_memory <= 0:
-        raise ValueError("No available memory for the cache blocks (available_memory <= 0).")
-    needed = max_memory_usage_bytes(vllm_config, kv_cache_spec.values())
-    if needed > available_memory:
-        estimated = estimate_max_model_len(vllm_config, kv_cache_spec, available_memory)
-        hint = (
-            f" The estimated maximum model length that fits is {estimated}."
-            if estimated > 0
-            else ""
-        )
-        raise ValueError(
-            "To serve at least one request with max_model_len "
-            f"{vllm_config.model_config.max_model_len}, "
-            f"{needed / _GIB:.2f} GiB of KV cache is needed, more than the available "
-            f"{available_memory / _GIB:.2f} GiB.{hint}"
+    if kv_cache_spec:
+        _check_enough_kv_cache_memory(
+            available_memory,
+            lambda: max_memory_usage_bytes(vllm_config, kv_cache_spec.values()),
+            vllm_config.model_config.max_model_len,
+            lambda mem: estimate_max_model_len(vllm_config, kv_cache_spec, mem),
         )
 
 

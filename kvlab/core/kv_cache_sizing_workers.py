@@ -6,15 +6,19 @@ their layers' specs and their free memory; the layers are grouped once for the w
 worker gets the groups restricted to its own layers, and every worker ends with the smallest
 ``num_blocks`` of all (tensors shrunk to match) so one scheduler can manage them all.
 
-Differs: ``max_model_len`` auto-fit (vLLM's ``original_max_model_len == -1``) is not part of kvlab
-(ValueError); the per-worker memory check is ``check_enough_kv_cache_memory`` on that worker's specs.
+The memory a worker needs for one max_model_len request is counted on its projected groups, so
+the padding of hybrid layouts counts (8 full + 9 sliding-window layers take 9 + 9 layer slots).
+With ``original_max_model_len == -1`` (vLLM's ``--max-model-len -1``; kvlab's VllmConfig has the
+same field) max_model_len is first lowered to the longest that fits on every worker.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 
 from kvlab.core.config import VllmConfig
+from kvlab.core.dtypes import cdiv
 from kvlab.core.kv_cache_interface import (
     KVCacheConfig,
     KVCacheGroupSpec,
@@ -23,15 +27,19 @@ from kvlab.core.kv_cache_interface import (
     UniformTypeKVCacheSpecs,
 )
 from kvlab.core.kv_cache_sizing import (
-    check_enough_kv_cache_memory,
+    _check_enough_kv_cache_memory,
     get_kv_cache_config_from_groups,
     get_kv_cache_groups,
     get_uniform_page_size,
 )
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
+    "estimate_max_model_len_from_groups",
     "generate_scheduler_kv_cache_config",
     "get_kv_cache_configs",
+    "max_memory_usage_bytes_from_groups",
     "project_kv_cache_groups_to_worker",
 ]
 
@@ -66,12 +74,114 @@ def project_kv_cache_groups_to_worker(
     return projected
 
 
+def _all_uniform_type(groups: list[KVCacheGroupSpec]) -> bool:
+    return all(isinstance(g.kv_cache_spec, UniformTypeKVCacheSpecs) for g in groups)
+
+
+def _num_layer_tuples(groups: list[KVCacheGroupSpec]) -> int:
+    return max(g.kv_cache_spec.get_num_layer_tuples() for g in groups)
+
+
 def _pool_bytes_per_block(groups: list[KVCacheGroupSpec]) -> int:
-    """Bytes one block takes in a worker's pool (the divisor that turns memory into blocks)."""
+    """Bytes one block takes in a worker's pool (the divisor that turns memory into blocks).
+
+    Mirrors: vllm/v1/core/kv_cache_utils.py::_pool_bytes_per_block.
+    """
     if len(groups) == 1 and isinstance(groups[0].kv_cache_spec, UniformTypeKVCacheSpecs):
         return groups[0].kv_cache_spec.page_size_bytes
+    if _all_uniform_type(groups):  # DeepseekV4 layout
+        return sum(groups[0].kv_cache_spec.get_page_sizes()) * _num_layer_tuples(groups)
     group_size = max(len(g.layer_names) for g in groups)
     return get_uniform_page_size([g.kv_cache_spec for g in groups]) * group_size
+
+
+def max_memory_usage_bytes_from_groups(
+    vllm_config: VllmConfig, kv_cache_groups: list[KVCacheGroupSpec]
+) -> int:
+    """Bytes one max_model_len request takes in a pool laid out for these groups (bytes).
+
+    Mirrors: vllm/v1/core/kv_cache_utils.py::_max_memory_usage_bytes_from_groups. With
+    several groups every group's blocks take ``group_size`` layer pages, padding included:
+    ``group_size * page_size * sum(cdiv(group max bytes, page_size))``.
+    """
+    if not kv_cache_groups:
+        return 0
+    first = kv_cache_groups[0].kv_cache_spec
+    if len(kv_cache_groups) == 1 and isinstance(first, UniformTypeKVCacheSpecs):
+        return sum(
+            spec.max_memory_usage_bytes(vllm_config) for spec in first.kv_cache_specs.values()
+        )
+    if _all_uniform_type(kv_cache_groups):  # DeepseekV4 layout
+        tuple_bytes = sum(first.get_page_sizes()) * _num_layer_tuples(kv_cache_groups)
+        return sum(
+            g.kv_cache_spec.max_memory_usage_pages(vllm_config) * tuple_bytes
+            for g in kv_cache_groups
+        )
+    group_size = max(len(g.layer_names) for g in kv_cache_groups)
+    page_size = get_uniform_page_size([g.kv_cache_spec for g in kv_cache_groups])
+    blocks = sum(
+        cdiv(g.kv_cache_spec.max_memory_usage_bytes(vllm_config), page_size)
+        for g in kv_cache_groups
+    )
+    return group_size * page_size * blocks
+
+
+def estimate_max_model_len_from_groups(
+    vllm_config: VllmConfig, kv_cache_groups: list[KVCacheGroupSpec], available_memory: int
+) -> int:
+    """Longest max_model_len whose one request fits these groups' pool (binary search, tokens).
+
+    Mirrors: vllm/v1/core/kv_cache_utils.py::_estimate_max_model_len_from_groups
+    (0 if one token does not fit; max_model_len is restored).
+    """
+    model_config = vllm_config.model_config
+    original = model_config.max_model_len
+
+    def fits(model_len: int) -> bool:
+        model_config.max_model_len = model_len
+        needed = max_memory_usage_bytes_from_groups(vllm_config, kv_cache_groups)
+        return needed <= available_memory
+
+    try:
+        if not fits(1):
+            return 0
+        left, right, result = 1, original, 1
+        while left <= right:
+            mid = (left + right) // 2
+            if fits(mid):
+                result, left = mid, mid + 1
+            else:
+                right = mid - 1
+        return result
+    finally:
+        model_config.max_model_len = original
+
+
+def _auto_fit_max_model_len(
+    vllm_config: VllmConfig,
+    groups_per_worker: list[list[KVCacheGroupSpec]],
+    available_memory: list[int],
+) -> None:
+    """Lower max_model_len (in place) to the longest every worker can hold one request of.
+
+    Mirrors: vllm/v1/core/kv_cache_utils.py::_auto_fit_max_model_len.
+    """
+    model_config = vllm_config.model_config
+    original = model_config.max_model_len
+    if all(not groups for groups in groups_per_worker):
+        return  # attention-free: nothing to fit
+    fit = original
+    for groups, mem in zip(groups_per_worker, available_memory, strict=True):
+        if groups:
+            fit = min(fit, estimate_max_model_len_from_groups(vllm_config, groups, mem))
+    if fit <= 0:
+        raise ValueError(
+            "Cannot auto-fit max_model_len: not enough memory to serve even a single token; "
+            "give the KV cache more memory."
+        )
+    if fit < original:
+        logger.info("Auto-fit max_model_len: reduced from %d to %d", original, fit)
+        model_config.max_model_len = fit
 
 
 def get_kv_cache_configs(
@@ -81,10 +191,16 @@ def get_kv_cache_configs(
 ) -> list[KVCacheConfig]:
     """One KVCacheConfig per worker, all with the same (smallest) num_blocks.
 
-    Mirrors: vllm/v1/core/kv_cache_utils.py::get_kv_cache_configs.
+    Mirrors: vllm/v1/core/kv_cache_utils.py::get_kv_cache_configs: merge the workers' specs,
+    group the whole model (get_kv_cache_groups: unifies specs in place when the hybrid manager
+    is disabled), project the groups on each worker, apply num_gpu_blocks_override to the
+    budgets, auto-fit max_model_len if ``original_max_model_len == -1``, check each worker can
+    hold one max_model_len request, size each worker, then give every worker the smallest
+    num_blocks and shrink its tensors to match.
 
     Args:
-        vllm_config: Settings (max_model_len, num_gpu_blocks_override, ...).
+        vllm_config: Settings (max_model_len, num_gpu_blocks_override, ...); max_model_len is
+            lowered in place by auto-fit.
         kv_cache_specs: Per worker, layer name -> spec.
         available_memory: Per worker, the KV cache budget (bytes).
 
@@ -94,8 +210,8 @@ def get_kv_cache_configs(
     Raises:
         KVCacheSpecMergeError: (a ValueError and an AssertionError, as vLLM asserts) If one layer
             has different specs on two workers, or a worker's layer is in no group.
-        ValueError: If the lists differ in length, max_model_len is -1 (auto-fit), or a worker's
-            budget cannot hold one max_model_len request.
+        ValueError: If the lists differ in length, or a worker's budget cannot hold one
+            max_model_len request (or, with auto-fit, one token).
     """
     if len(kv_cache_specs) != len(available_memory):
         raise ValueError(
@@ -122,10 +238,17 @@ def get_kv_cache_configs(
             for groups, mem in zip(per_worker, available_memory, strict=True)
         ]
     if getattr(vllm_config.model_config, "original_max_model_len", None) == -1:
-        raise ValueError("max_model_len auto-fit (-1) is not part of kvlab: give max_model_len")
-    for worker_spec, groups, mem in zip(kv_cache_specs, per_worker, available_memory, strict=True):
+        _auto_fit_max_model_len(vllm_config, per_worker, available_memory)
+    for groups, mem in zip(per_worker, available_memory, strict=True):
         if groups:
-            check_enough_kv_cache_memory(vllm_config, worker_spec, mem)
+            _check_enough_kv_cache_memory(
+                mem,
+                lambda groups=groups: max_memory_usage_bytes_from_groups(vllm_config, groups),
+                vllm_config.model_config.max_model_len,
+                lambda m, groups=groups: estimate_max_model_len_from_groups(
+                    vllm_config, groups, m
+                ),
+            )
 
     configs = []
     for groups, worker_spec, mem in zip(per_worker, kv_cache_specs, available_memory, strict=True):

@@ -42,7 +42,9 @@ from kvlab.core.block_hash import (
 from kvlab.core.hashing import get_hash_fn_by_name, sha256, sha256_cbor, xxhash, xxhash_cbor
 from kvlab.core.kv_cache_block import FreeKVCacheBlockQueue, KVCacheBlock
 from kvlab.core.kv_cache_sizing_workers import (
+    estimate_max_model_len_from_groups,
     generate_scheduler_kv_cache_config,
+    max_memory_usage_bytes_from_groups,
     get_kv_cache_configs,
     project_kv_cache_groups_to_worker,
 )
@@ -77,6 +79,7 @@ __all__ = [
     "check_enough_kv_cache_memory",
     "create_kv_cache_group_specs",
     "estimate_max_model_len",
+    "estimate_max_model_len_from_groups",
     "generate_block_hash_extra_keys",
     "generate_scheduler_kv_cache_config",
     "get_kv_cache_configs",
@@ -98,6 +101,7 @@ __all__ = [
     "is_kv_cache_type_attention_free",
     "make_block_hash_with_group_id",
     "max_memory_usage_bytes",
+    "max_memory_usage_bytes_from_groups",
     "may_override_num_blocks",
     "maybe_convert_block_hash",
     "need_extra_keys",
@@ -112,8 +116,10 @@ __all__ = [
 ]
 
 
-# vLLM's private name for the worker projection (its tests import it).
+# vLLM's private names for the worker projection and the group-based sizing (its tests import them).
 _project_kv_cache_groups_to_worker = project_kv_cache_groups_to_worker
+_max_memory_usage_bytes_from_groups = max_memory_usage_bytes_from_groups
+_estimate_max_model_len_from_groups = estimate_max_model_len_from_groups
 
 
 def __getattr__(name: str) -> Any:

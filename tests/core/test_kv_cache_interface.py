@@ -263,7 +263,9 @@ def test_estimate_max_model_len_and_memory_check():
     assert estimate_max_model_len(VllmConfig(max_model_len=16385), specs, 8 * GIB) == 16384
     cfg = VllmConfig(max_model_len=16383)
     assert estimate_max_model_len(cfg, specs, 8 * GIB) == 16383 and cfg.max_model_len == 16383
-    with pytest.raises(ValueError, match="estimated maximum model length that fits is 16384"):
+    with pytest.raises(
+        ValueError, match=r"max seq len \(20000\).* the estimated maximum model length is 16384\."
+    ):
         check_enough_kv_cache_memory(VllmConfig(max_model_len=20000), specs, 8 * GIB)
     with pytest.raises(ValueError, match="No available memory"):
         check_enough_kv_cache_memory(cfg, specs, 0)

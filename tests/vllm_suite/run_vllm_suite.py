@@ -10,9 +10,10 @@ setup_oracle_venv.sh VENV``) and vLLM's source tree with its tests (only the sdi
     VENV/bin/python tests/vllm_suite/run_vllm_suite.py --src /work/vllm-src/src
 
 Each file runs twice in a subprocess from the source tree (``--noconftest``: vLLM's root conftest
-needs packages the CPU environment lacks and these files use none of its fixtures): once as is, once
-with ``-p kvlab_redirect`` (vLLM's KV-cache modules served by kvlab's). Exit 1 when a test that
-passes on vLLM fails on kvlab.
+needs packages the CPU environment lacks and these files use none of its fixtures), both times with
+``-p vllm_env`` (vLLM's CPU platform, stand-in model configs in an offline hub cache): once as is,
+once with ``-p kvlab_redirect`` (vLLM's KV-cache modules served by kvlab's). Exit 1 when a test
+that passes on vLLM fails on kvlab.
 """
 from __future__ import annotations
 
@@ -41,10 +42,12 @@ _LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)")
 def run_file(python: str, src: Path, test_file: str, kvlab: bool, timeout: int) -> dict[str, str]:
     """nodeid -> outcome for one file ("ERROR <file>" when it does not even collect)."""
     env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR", PYTHONDONTWRITEBYTECODE="1")
-    cmd = [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "--noconftest", test_file]
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+    cmd = [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "--noconftest",
+           "-p", "vllm_env", test_file]
     if kvlab:
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(HERE), env.get("PYTHONPATH", "")])
-        cmd[3:3] = ["-p", "kvlab_redirect"]
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env["PYTHONPATH"]])
+        cmd[-1:-1] = ["-p", "kvlab_redirect"]
     try:
         proc = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True, timeout=timeout)
         out = proc.stdout + proc.stderr
