@@ -10,7 +10,9 @@ then an end marker. ``KVEventSubscriber`` uses both:
   in order before the new one; what the publisher no longer holds is counted as missing;
 * a message that is not ``[topic, 8-byte seq, valid payload]`` is garbage: counted (with the
   reason in ``health.last_error``) and skipped; the stream goes on;
-* ``start_seq=0`` with a replay endpoint catches up on what was published before joining.
+* ``start_seq=0`` with a replay endpoint catches up on what was published before joining;
+* after ``timeout_ms`` of silence the replay socket is asked for anything past the last batch
+  (a dropped last batch leaves no gap to see), and the stream ends only when it has nothing.
 
 Where the sockets live: vLLM's publisher binds when its endpoint holds ``*`` (``tcp://*:5557``)
 and connects otherwise (``tcp://router-host:5557``), so the subscriber connects in the first case
@@ -242,7 +244,15 @@ class KVEventSubscriber:
             if not pending:
                 item = self._next_live(timeout_ms)
                 if item is False:
-                    return
+                    # NOTE: a drop shows as a gap only when a later batch arrives; on silence the
+                    # replay socket says whether the last batches (or, for a publisher that
+                    # connects, the first ones, lost while the connection came up) are missing.
+                    if self.replay_endpoint is None or self.next_seq is None:
+                        return
+                    pending.extend(self._fill(self.next_seq, None))
+                    if not pending:
+                        return
+                    continue
                 if item is None:
                     continue
                 seq = item[1]
