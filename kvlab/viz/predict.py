@@ -49,7 +49,7 @@ K = EventKind
 PREDICT_KINDS = ("evict", "hit", "popleft")
 """Decision kinds the player can ask about (see the module docstring)."""
 
-_SHOWN = 8  # block ids listed in full in a choice label; longer lists are shortened
+_SHOWN = 12  # block ids listed in full in a choice label; longer lists are shortened
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,7 @@ def test_every_page_is_built_and_loads_nothing_remote(site: Path) -> None:
 @pytest.mark.slow
 def test_tutorial_pages_carry_their_players(site: Path) -> None:
     html = (site / "tutorials" / "03_the_lru_free_queue" / "index.html").read_text(encoding="utf-8")
-    assert html.count('<script type="application/vnd.jupyter.widget-view+json"') == 1
+    assert html.count('<script type="application/vnd.jupyter.widget-view+json"') == 2  # + quiz
     assert 'type="application/vnd.jupyter.widget-state+json"' in html
     assert '"model_module": "anywidget"' in html or '"model_module":"anywidget"' in html
     assert "../../assets/vendor/requirejs/require.js" in html
@@ -318,6 +318,63 @@ def test_a_player_steps_in_the_built_site_with_no_network(served: str) -> None:
                 ".map(p => getComputedStyle(p)).map(s => s.wordBreak + ' ' + s.overflowWrap)"
             )
             assert wrap and set(wrap) == {"normal normal"}, set(wrap)
+        finally:
+            browser.close()
+    assert remote == [], f"the page asked the network for {remote}"
+    assert errors == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium (apt-get install chromium)")
+def test_predict_mode_asks_in_the_built_site_with_no_network(served: str) -> None:
+    """Notebook 3's quiz player, from its stored widget state alone: asks, refuses, reveals."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    from kvlab.viz import quiz_points
+
+    points = quiz_points(_trace_of_notebook_3(), ["popleft", "evict"])
+    first = points[0]
+    remote: list[str] = []
+    errors: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=_chromium(),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            page = browser.new_page()
+
+            def route(r):
+                if r.request.url.startswith(served) or r.request.url.startswith(("data:", "blob:")):
+                    r.continue_()
+                else:
+                    remote.append(r.request.url)
+                    r.abort()
+
+            page.route("**/*", route)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(served + "tutorials/03_the_lru_free_queue/")
+            page.wait_for_selector(".kvlab-quiz-bar:not([hidden])", timeout=30_000)
+            root = page.locator(".kvlab-player").nth(1)
+            box = root.locator(".kvlab-quiz")
+
+            def index() -> int:
+                caption = root.locator(".kvlab-caption b").inner_text()
+                return int(re.match(r"event (-?\d+) of", caption).group(1))
+
+            for _ in range(4):  # step over calls until a forward step is stopped to ask
+                root.locator("button[title^='step over']").click()
+                if box.is_visible():
+                    break
+            assert box.is_visible() and index() == first.ask
+            assert first.question in box.inner_text()
+            wrong = (first.answer + 1) % len(first.choices)
+            root.locator(f'.kvlab-choice[data-choice="{wrong}"]').click()
+            assert f"Not {first.choices[wrong]}" in box.inner_text() and index() == first.ask
+            root.locator(f'.kvlab-choice[data-choice="{first.answer}"]').click()
+            assert index() == first.reveal and first.explanation in box.inner_text()
+            assert root.locator(".kvlab-score").inner_text() == (
+                f"predict: 0 right of 1 answered · {len(points) - 1} to go"
+            )
         finally:
             browser.close()
     assert remote == [], f"the page asked the network for {remote}"
