@@ -19,6 +19,9 @@ and connects otherwise (``tcp://router-host:5557``), so the subscriber connects 
 and binds in the second; ``bind=None`` applies the same rule to the subscriber's own endpoint
 (``"tcp://*:5557"`` binds). The replay ROUTER always binds; the subscriber connects to it.
 
+Left out: a publisher that restarts numbers from 0 again, and its batches then read as
+duplicates; open a new subscriber for a restarted server (vLLM's replay buffer restarts too).
+
 Mirrors: vllm/distributed/kv_events.py::ZmqEventPublisher (_socket_setup, _is_bind_endpoint,
 _service_replay, END_SEQ); replay replies are ``[seq, payload]`` before vLLM 0.26.0 and
 ``[topic, seq, payload]`` from it, both read.
@@ -214,23 +217,27 @@ class KVEventSubscriber:
                 out.append(item)
 
     def _fill(self, first: int, stop: int | None) -> Iterator[_Item]:
-        """Replay seqs [first, stop) (stop None: all buffered); count what cannot be had."""
+        """Replay seqs [first, stop) (stop None: all buffered); count what cannot be had.
+
+        NOTE: work is linear in what the publisher replays, never in the gap's size (a seq
+        frame can jump by 2**63).
+        """
         got = {} if self.replay_endpoint is None else {i[1]: i for i in self._replay(first)}
         last = max(got, default=first - 1) if stop is None else stop - 1
-        seq = first
-        while seq <= last:
-            if seq in got:
-                self.health.num_recovered += got[seq][3] is not None
-                yield got[seq]
-                seq += 1
-                continue
-            end = seq
-            while end + 1 <= last and end + 1 not in got:
-                end += 1
-            self.health.num_missing += end - seq + 1
-            self.health.missing.append((seq, end))
-            seq = end + 1
+        expected = first
+        for seq in sorted(s for s in got if first <= s <= last):
+            if seq > expected:
+                self._lost(expected, seq - 1)
+            self.health.num_recovered += got[seq][3] is not None
+            yield got[seq]
+            expected = seq + 1
+        if expected <= last:
+            self._lost(expected, last)
         self.next_seq = last + 1
+
+    def _lost(self, first: int, last: int) -> None:
+        self.health.num_missing += last - first + 1
+        self.health.missing.append((first, last))
 
     def _ordered(self, timeout_ms: int, max_messages: int | None) -> Iterator[_Item]:
         """Items in seq order, gaps filled, duplicates and garbage dropped."""

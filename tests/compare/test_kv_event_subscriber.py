@@ -227,6 +227,15 @@ def test_garbage_is_counted_and_the_stream_goes_on(streams, run, tmp_path) -> No
     assert [seq for seq, _ in read_kv_event_messages(path)] == [0, 1, 4, 5, 6, 7]
 
 
+def test_a_huge_seq_jump_costs_nothing(streams, run) -> None:
+    s = streams(replay=False)
+    s.pub.publish(encode_kv_event_payload(run[0][0]))
+    s.pub.send_raw([b"kv", (2**63).to_bytes(8, "big"), encode_kv_event_payload(run[1][0])])
+    got = list(s.sub.batches(timeout_ms=300))
+    assert [seq for seq, _ in got] == [0, 2**63]
+    assert s.sub.health.missing == [(1, 2**63 - 1)] and s.sub.health.num_missing == 2**63 - 1
+
+
 def test_replay_that_never_answers(ctx, run) -> None:
     router = ctx.socket(zmq.ROUTER)  # accepts the request, never replies
     router.bind("tcp://127.0.0.1:*")
