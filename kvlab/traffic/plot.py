@@ -1,7 +1,7 @@
 """The hit-rate-vs-capacity curve of a what-if sweep, drawn with matplotlib.
 
 One line per (cache, block size) over the capacities swept, on a log x axis (tokens), and one
-dashed horizontal line per block size for the infinite cache (the most any cache can hit).
+gray horizontal line per block size for the infinite cache (the most any cache can hit).
 The knee of a line is the capacity past which more cache buys little: the trace's reused
 prefixes fit from there on.
 
@@ -100,6 +100,10 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
     ax.legend(fontsize="small", loc="best")
     if title:
         ax.set_title(title)
+    # NOTE: lay out once, then freeze: a constrained layout re-run at each save moves the
+    # clip boxes by float noise, and the SVG's ids (hashes of them) would change.
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")
     return fig
 
 
