@@ -9,6 +9,8 @@ waits for the idle kernel, runs all cells, then presses the widget's buttons. Af
 the index in the widget's caption is the Navigator's, the drawn free queue equals
 ``trace.state_at(index).free_queue_order()`` of the saved trace, the hash nodes are coloured
 by its cached map, and the kernel's ``player.index`` follows. No request left 127.0.0.1.
+A second notebook shows a predict-mode player: a forward step stops to ask, a wrong pick keeps
+the cursor, the right one reveals (the kernel's index follows).
 
 Skips cleanly without Chromium, playwright, jupyterlab, ipykernel or anywidget.
 """
@@ -235,3 +237,51 @@ def test_live_player_steps_and_goes_back(lab: tuple[str, Path]) -> None:
         assert _logged_index(root, i) == i  # the browser's moves reached the kernel
     assert guard.blocked == []
     assert len(queues) >= 4  # the walk really changed the free queue
+
+
+QUIZ_PLAYER = """\
+player = TracePlayer(trace, views=["free_queue", "events"], predict=["popleft", "evict"])
+player
+"""
+
+QUIZ_OBSERVE = OBSERVE.replace(f"player.seek({START})\n", "")
+
+
+def test_live_player_asks_and_reveals(lab: tuple[str, Path]) -> None:
+    """Predict mode in JupyterLab: the kernel's quiz trait drives the questions; the answer's
+    move reaches the kernel."""
+    import nbformat
+
+    from kvlab.viz import quiz_points
+
+    base, root = lab
+    build = BUILD.split("player = TracePlayer(")[0] + QUIZ_PLAYER
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(build), nbformat.v4.new_code_cell(QUIZ_OBSERVE)],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                 "language": "python"}},
+    )  # fmt: skip
+    nbformat.write(nb, root / "quiz.ipynb")
+    with browser_page(allowed=(f"{base}/", base.replace("http", "ws", 1) + "/")) as (page, guard):
+        page.set_default_timeout(30_000)
+        page.goto(f"{base}/lab/tree/quiz.ipynb")
+        _run_all(page)
+        wait_index(page, ROOT, -1, timeout_ms=45_000)
+        points = quiz_points(load_trace(root / "player.kvtrace"), ["popleft", "evict"])
+        first, box = points[0], page.locator(f"{ROOT} .kvlab-quiz")
+        page.locator(f"{ROOT} .kvlab-quiz-bar:not([hidden])").wait_for()
+        for _ in range(4):  # step over calls until a forward step is stopped to ask
+            click_move(page, ROOT, "over")
+            if box.is_visible():
+                break
+        assert box.is_visible() and read_player(page, ROOT).index == first.ask
+        assert first.question in box.inner_text()
+        wrong = (first.answer + 1) % len(first.choices)
+        page.locator(f'{ROOT} .kvlab-choice[data-choice="{wrong}"]').click()
+        assert f"Not {first.choices[wrong]}" in box.inner_text()
+        assert read_player(page, ROOT).index == first.ask
+        page.locator(f'{ROOT} .kvlab-choice[data-choice="{first.answer}"]').click()
+        wait_index(page, ROOT, first.reveal)
+        assert first.explanation in box.inner_text()
+        assert _logged_index(root, first.reveal) == first.reveal  # the kernel followed
+    assert guard.blocked == []
