@@ -12,6 +12,9 @@ Public API:
                     max_seq_len=None)
     paged_attention_decode(...): split-KV decode for batches of one token per sequence
     reshape_and_cache_torch, paged_attention_torch, gather_kv: the plain-torch references
+    plan_paged_attention, write_kv, paged_attention_sdpa: the batched torch path (plan once per
+        step, then one index_copy_ write and one SDPA call per layer); paged_attention_batched
+        wraps them with paged_attention_torch's arguments
     random_paged_batch: a random paged attention batch (tests, benchmarks, notebooks)
 
 Without CUDA, importing this package sets ``TRITON_INTERPRET=1`` (unless already set) *before* the
@@ -39,18 +42,30 @@ from kvlab.kernels.reference import (  # noqa: E402
     paged_attention_torch,
     reshape_and_cache_torch,
 )
+from kvlab.kernels.sdpa import (  # noqa: E402
+    PagedAttentionPlan,
+    paged_attention_batched,
+    paged_attention_sdpa,
+    plan_paged_attention,
+    write_kv,
+)
 from kvlab.kernels.tiles import AttentionTiles, choose_num_splits  # noqa: E402
 
 __all__ = [
     "AttentionTiles",
+    "PagedAttentionPlan",
     "PagedBatch",
     "choose_num_splits",
     "gather_kv",
     "paged_attention",
+    "paged_attention_batched",
     "paged_attention_decode",
+    "paged_attention_sdpa",
     "paged_attention_torch",
+    "plan_paged_attention",
     "random_paged_batch",
     "reshape_and_cache",
     "reshape_and_cache_torch",
     "triton_available",
+    "write_kv",
 ]

@@ -5,6 +5,7 @@ One call runs a packed batch in which every sequence is a prefill, a chunk of a 
 
     x ──RMSNorm──► q,k,v projections ──RoPE(q,k)──► reshape_and_cache(k, v → slots) (write)
                                                   └─► paged_attention(q, block_table)  (read)
+    (torch path: write_kv / paged_attention_sdpa with a plan made once per step and group)
       ◄──+── o_proj ◄────────────────────────────────┘
     x ──RMSNorm──► SwiGLU MLP ──+──► next layer
 
@@ -80,8 +81,10 @@ class Model:
         config: the ModelConfig.
         weights: Hugging Face-named tensors (read-only by convention).
         tokenizer: a ``kvlab.model.tokenizer.Tokenizer`` or None.
-        attention_backend: "auto" (compiled Triton on CUDA, torch reference on CPU) | "triton" (on
-            CPU: the Triton interpreter, slow) | "torch".
+        attention_backend: "auto" (compiled Triton on CUDA, torch on CPU) | "triton" (on CPU: the
+            Triton interpreter, slow) | "torch". The torch path checks the step's layout and plans
+            its gathers once per forward (``kernels.plan_paged_attention``), then each layer does
+            one ``index_copy_`` cache write and one SDPA call (``kernels.paged_attention_sdpa``).
         kv_cache_group_ids: per layer, which KV-cache group's tables it reads.
 
     Args (constructor):
@@ -185,9 +188,36 @@ class Model:
         if kv_caches[0].dim() != 5 or shape[0] != 2 or shape[3:] != (c.num_kv_heads, c.head_dim):
             raise ValueError(f"kv_caches[i] must be [2, num_blocks, block_size, {c.num_kv_heads}, "
                              f"{c.head_dim}], got {tuple(shape)}")
+        first = kv_caches[0]
+        for i, kv in enumerate(kv_caches):
+            if kv.shape != shape or kv.dtype != first.dtype or kv.device != first.device \
+                    or not kv.is_contiguous() or not kv.is_floating_point():
+                raise ValueError(f"kv_caches[{i}] must be a contiguous floating tensor like "
+                                 f"kv_caches[0] ({tuple(shape)}, {first.dtype}, {first.device}), "
+                                 f"got {tuple(kv.shape)}, {kv.dtype}, {kv.device}")
+
+    def _uses_torch_attention(self) -> bool:
+        """True when attention runs on the batched torch path (CPU "auto", or "torch")."""
+        backend = self.attention_backend
+        return backend == "torch" or (backend == "auto" and self.device.type != "cuda")
+
+    def _plan_step(self, attn_metadata: AttentionMetadata,
+                   kv_caches: list[torch.Tensor]) -> list[kernels.PagedAttentionPlan]:
+        """Per kv_cache_group_id, the step's checked gather/write plan (shared by its layers)."""
+        _, num_blocks, block_size = kv_caches[0].shape[:3]
+        group = self.config.num_q_heads // self.config.num_kv_heads
+        plans = []
+        for gid, (window, _) in enumerate(self.kv_cache_groups()):
+            slot_mapping, block_table = attn_metadata.tables_for_group(gid)
+            plans.append(kernels.plan_paged_attention(
+                block_table, attn_metadata.seq_lens, attn_metadata.query_start_loc,
+                block_size=block_size, num_blocks=num_blocks, num_queries_per_kv=group,
+                sliding_window=window, slot_mapping=slot_mapping))
+        return plans
 
     def _attention(self, layer: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                   attn_metadata: AttentionMetadata, kv_cache: torch.Tensor) -> torch.Tensor:
+                   attn_metadata: AttentionMetadata, kv_cache: torch.Tensor,
+                   plan: kernels.PagedAttentionPlan | None) -> torch.Tensor:
         c, w, p = self.config, self.weights, f"model.layers.{layer}.self_attn."
         num_tokens = x.shape[0]
         q = F.linear(x, w[p + "q_proj.weight"], w.get(p + "q_proj.bias"))  # (T, nq * hs)
@@ -197,23 +227,31 @@ class Model:
         k = apply_rope(k.view(num_tokens, c.num_kv_heads, c.head_dim), cos, sin)  # (T, nkv, hs)
         v = v.view(num_tokens, c.num_kv_heads, c.head_dim)                        # (T, nkv, hs)
         key_cache, value_cache = kv_cache[0], kv_cache[1]  # (num_blocks, block_size, nkv, hs) x2
-        slot_mapping, block_table = attn_metadata.tables_for_group(self.kv_cache_group_ids[layer])
-        kernels.reshape_and_cache(k.to(key_cache.dtype), v.to(value_cache.dtype), key_cache,
-                                  value_cache, slot_mapping, backend=self.attention_backend)
-        out = kernels.paged_attention(
-            q.to(key_cache.dtype), key_cache, value_cache, block_table, attn_metadata.seq_lens,
-            attn_metadata.query_start_loc, scale=self.scale,
-            sliding_window=c.layer_sliding_window(layer), backend=self.attention_backend,
-            max_query_len=attn_metadata.max_query_len, max_seq_len=attn_metadata.max_seq_len,
-        )                                                                          # (T, nq, hs)
+        k, v, q = k.to(key_cache.dtype), v.to(value_cache.dtype), q.to(key_cache.dtype)
+        if plan is not None:  # batched torch path: checked once per step in _plan_step
+            kernels.write_kv(plan, k, v, key_cache, value_cache)
+            out = kernels.paged_attention_sdpa(q, key_cache, value_cache, plan,
+                                               scale=self.scale)                  # (T, nq, hs)
+        else:
+            slot_mapping, block_table = attn_metadata.tables_for_group(
+                self.kv_cache_group_ids[layer])
+            kernels.reshape_and_cache(k, v, key_cache, value_cache, slot_mapping,
+                                      backend=self.attention_backend)
+            out = kernels.paged_attention(
+                q, key_cache, value_cache, block_table, attn_metadata.seq_lens,
+                attn_metadata.query_start_loc, scale=self.scale,
+                sliding_window=c.layer_sliding_window(layer), backend=self.attention_backend,
+                max_query_len=attn_metadata.max_query_len, max_seq_len=attn_metadata.max_seq_len,
+            )                                                                      # (T, nq, hs)
         out = out.to(x.dtype).reshape(num_tokens, c.num_q_heads * c.head_dim)     # (T, nq * hs)
         return F.linear(out, w[p + "o_proj.weight"])                              # (T, C)
 
     def _decoder_layer(self, layer: int, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                       attn_metadata: AttentionMetadata, kv_cache: torch.Tensor) -> torch.Tensor:
+                       attn_metadata: AttentionMetadata, kv_cache: torch.Tensor,
+                       plan: kernels.PagedAttentionPlan | None) -> torch.Tensor:
         w, p, eps = self.weights, f"model.layers.{layer}.", self.config.rms_norm_eps
         x = rms_norm(h, w[p + "input_layernorm.weight"], eps)                    # (T, C)
-        h = h + self._attention(layer, x, cos, sin, attn_metadata, kv_cache)      # (T, C)
+        h = h + self._attention(layer, x, cos, sin, attn_metadata, kv_cache, plan)  # (T, C)
         x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)           # (T, C)
         return h + swiglu_mlp(x, w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"],
                               w[p + "mlp.down_proj.weight"])                      # (T, C)
@@ -240,10 +278,13 @@ class Model:
             TypeError, ValueError: inputs of the wrong dtype, shape or length (nothing is written).
         """
         self._check_inputs(input_ids, positions, attn_metadata, kv_caches)
+        plans = self._plan_step(attn_metadata, kv_caches) if self._uses_torch_attention() else None
         cos, sin = rope_cos_sin(positions, self.inv_freq, self.dtype)  # (T, 1, hs) x2
         h = F.embedding(input_ids, self.embed_tokens)                  # (T, C)
-        for layer in range(self.config.num_layers):
-            h = self._decoder_layer(layer, h, cos, sin, attn_metadata, kv_caches[layer])  # (T, C)
+        for layer, gid in enumerate(self.kv_cache_group_ids):
+            plan = None if plans is None else plans[gid]
+            h = self._decoder_layer(layer, h, cos, sin, attn_metadata, kv_caches[layer],
+                                    plan)                              # (T, C)
         if not return_all_logits:
             last = attn_metadata.query_start_loc[1:].long() - 1        # (S,)
             h = h[last]                                                 # (S, C)

@@ -155,3 +155,49 @@ def test_allocate_kv_caches_layout():
     assert len(caches) == 3
     assert all(t.shape == (2, 5, 4, 2, 16) and t.dtype == torch.float16 for t in caches)
     assert caches[0].data_ptr() != caches[1].data_ptr()
+
+
+def hybrid_step(ids_by_seq, done, new, full_blocks, window_blocks):
+    """Inputs of one packed step over several sequences of a hybrid model (WINDOW, BLOCK_SIZE)."""
+    group0, group1 = [], []
+    for full, window, num_computed in zip(full_blocks, window_blocks, done):
+        (g0,), (g1,) = hybrid_block_tables(full, window, num_computed, WINDOW)
+        group0.append(g0)
+        group1.append(g1)
+    positions, md = build_attention_metadata(group0, done, new, BLOCK_SIZE,
+                                             group_block_ids=[group0, group1])
+    ids = [t for seq, c, n in zip(ids_by_seq, done, new) for t in seq[c:c + n]]
+    return torch.tensor(ids), positions, md
+
+
+def test_batched_attention_equals_per_sequence_reference_on_mixed_hybrid_batches(monkeypatch):
+    """The batched torch path (one plan per step, SDPA per layer) vs the per-sequence reference
+    loop (paged_attention_torch per layer): same logits to 1e-5 and same caches, step by step,
+    for batches mixing prefill, chunked prefill and decode, with a sliding-window group."""
+    config = tiny_config(num_layers=4, sliding_window=(WINDOW, None, WINDOW, None))
+    weights = random_weights(config, seed=7)
+    batched = Model(config, weights, attention_backend="torch")
+    looped = Model(config, weights, attention_backend="torch")
+    monkeypatch.setattr(looped, "_uses_torch_attention", lambda: False)
+    assert batched._uses_torch_attention()
+    gen = torch.Generator().manual_seed(3)
+    seqs = [torch.randint(3, config.vocab_size, (n,), generator=gen).tolist() for n in (16, 13, 12)]
+    full_blocks = [[9, 4, 17, 2], [12, 20, 6, 1], [3, 14, 22, 8]]
+    window_blocks = [[5, 23, 8, 15], [11, 19, 7, 13], [10, 18, 16, 21]]
+    steps = [((0, 0, 0), (9, 5, 0)),   # two prefills (seq 2 not yet scheduled)
+             ((9, 5, 0), (1, 4, 7)),   # decode, chunk, prefill
+             ((10, 9, 7), (1, 1, 1)),  # all decode
+             ((11, 10, 8), (5, 1, 4))]  # chunk past the window, decode, chunk
+    caches = {m: m.allocate_kv_caches(num_blocks=24, block_size=BLOCK_SIZE)
+              for m in (batched, looped)}
+    for done, new in steps:
+        keep = [i for i, n in enumerate(new) if n]
+        inputs = hybrid_step([seqs[i] for i in keep], [done[i] for i in keep],
+                             [new[i] for i in keep], [full_blocks[i] for i in keep],
+                             [window_blocks[i] for i in keep])
+        out = {m: m.forward(*inputs, caches[m], return_all_logits=True) for m in caches}
+        assert out[batched].shape == (sum(new), config.vocab_size)
+        assert (out[batched] - out[looped]).abs().max() <= 1e-5
+        assert torch.equal(caches[batched][0], caches[looped][0])  # same writes, layer 0
+        for a, b in zip(caches[batched], caches[looped]):
+            assert (a - b).abs().max() <= 1e-5
