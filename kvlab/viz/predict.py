@@ -154,20 +154,20 @@ def _blocks_label(block_ids: list[int]) -> str:
 
 
 def _popleft(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | None:
-    event = trace[reveal]
-    taken = [event["block_id"]] if event.kind == K.POPLEFT else list(event["block_ids"])
+    single = trace.cols.kind[reveal] == K.POPLEFT
+    taken = [int(trace.cols.a[reveal])] if single else trace.payload(reveal)
     n, queue = len(taken), state.free_queue
     head = list(islice(queue, n + 1))
     tail = list(islice(reversed(queue), n))  # most recently freed first
     lowest = heapq.nsmallest(n, queue)
-    uncached = [b for b in queue if state.block_hash[b] < 0][:n]
+    uncached = list(islice((b for b in queue if state.block_hash[b] < 0), n))
     candidates = [taken, tail, lowest, uncached, head[1:], tail[::-1]]
     options = _options(reveal, [(c, _blocks_label(c)) for c in candidates if len(c) == n])
     if options is None:
         return None
     call = trace.call(reveal) if trace.parent(reveal) >= 0 else None
     who = f"{call.name} for request {call.request!r}" if call and call.request else "the pool"
-    how = "popleft()" if event.kind == K.POPLEFT else f"popleft_n({n})"
+    how = "popleft()" if single else f"popleft_n({n})"
     which = "blocks does it take, in order" if n > 1 else "block does it take"
     question = (
         f"{who} needs {n} new block{'s' if n > 1 else ''}: get_new_blocks calls {how} on the "
@@ -193,14 +193,14 @@ def _popped_before(trace: Any, reveal: int) -> list[int] | None:
     """The block_ids of the POPLEFT_N right before ``reveal`` (None: another event)."""
     if reveal < 1 or trace.cols.kind[reveal - 1] != K.POPLEFT_N:
         return None
-    return list(trace[reveal - 1]["block_ids"])
+    return trace.payload(reveal - 1)
 
 
 def _evict(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | None:
     popped = _popped_before(trace, reveal) or []
-    truth = trace[reveal]["block_id"]
+    truth = int(trace.cols.a[reveal])
     hashed = [b for b in popped if state.block_hash[b] >= 0]
-    still_free = [b for b in state.free_queue if state.block_hash[b] >= 0][:1]
+    still_free = list(islice((b for b in state.free_queue if state.block_hash[b] >= 0), 1))
     # Wrong answers: the first block popped, the oldest cached block left in the queue, the
     # last cached block popped (reverse order), any other popped block.
     candidates = [truth, popped[0], *still_free, *hashed[-1:], popped[-1], *popped]
@@ -221,7 +221,7 @@ def _evict(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | Non
     for j in range(reveal + 1, len(trace)):
         if trace.cols.kind[j] != K.BLOCK_REMOVED:
             break
-        later.append(trace[j]["block_id"])
+        later.append(int(trace.cols.a[j]))
     then = f" ({_blocks_label(later)} next)" if later else ""
     explanation = (
         f"Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
@@ -268,7 +268,8 @@ def _hit_reason(trace: Any, call: Call, truth: int, bs: int) -> str:
             f"The hybrid fixed point (HybridKVCacheCoordinator) settles at {truth} tokens "
             f"({turns})."
         )
-    probes = [trace[i]["hit"] for i in trace.filter(K.LOOKED_UP, start=call.begin, stop=call.end)]
+    looked_up = trace.filter(K.LOOKED_UP, start=call.begin, stop=call.end)
+    probes = (trace.cols.b[looked_up] >= 0).tolist()  # block_id -1 = a miss
     cap_blocks = (num_tokens - 1) // bs
     if not probes:
         if min(cap_blocks, num_hashes) == 0:
