@@ -230,7 +230,8 @@ def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
 @click.option("--top-prefixes", type=click.IntRange(min=1), default=None, metavar="K",
               help="Also list the K most reused prefixes (first block size).")
 @click.option("--trace-at", type=float, default=None, metavar="CAPACITY",
-              help="Capacity (tokens) of the vLLM run that --explain and --save record.")
+              help="Capacity (tokens) of the vLLM run (sequence clock, first block size) "
+              "that --explain and --save record.")
 @click.option("--explain", "explain_index", type=click.IntRange(min=0), default=None,
               metavar="REQ_INDEX", help="Why request REQ_INDEX (0-based) hit what it hit, "
               "in vLLM at --trace-at.")

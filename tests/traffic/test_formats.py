@@ -7,7 +7,18 @@ from click.testing import CliRunner
 
 from kvlab.cli import main
 from kvlab.compare import write_kv_event_messages
+from kvlab.core import (
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheManager,
+    Request,
+    SamplingParams,
+    get_request_block_hasher,
+    sha256,
+)
 from kvlab.core.kv_events import BlockRemoved, BlockStored, KVEventBatch
+from kvlab.core.request import RequestStatus
 from kvlab.trace import save_trace
 from kvlab.traffic import (
     FORMATS,
@@ -133,3 +144,26 @@ def test_whatif_bad_format_input_writes_nothing(tmp_path):
                                         "--json", str(out)])
         assert res.exit_code == code and text in res.output, (args, res.output)
     assert not out.exists()
+
+
+def test_kvevents_from_kvlab_manager_round_trip(tmp_path):
+    """A KV-event stream from kvlab's own KVCacheManager replays to the hits it recorded."""
+    spec = FullAttentionSpec(block_size=4, num_kv_heads=1, head_size=1, dtype="float32")
+    mgr = KVCacheManager(KVCacheConfig(32, [], [KVCacheGroupSpec(["l"], spec)]), max_model_len=64,
+                         hash_block_size=4, enable_kv_cache_events=True)  # fmt: skip
+    hasher = get_request_block_hasher(4, sha256)
+    prompts = {"A": list(range(10)), "B": [*range(8), 50, 51, 52, 53, 54],
+               "C": [*range(4), *range(60, 68), 70]}  # fmt: skip
+    hits, batches = [], []
+    for i, (rid, prompt) in enumerate(prompts.items()):
+        r = Request(rid, prompt, SamplingParams(max_tokens=1), None, block_hasher=hasher)
+        blocks, hit = mgr.get_computed_blocks(r)
+        mgr.allocate_slots(r, r.num_tokens - hit, hit, blocks)
+        r.status = RequestStatus.FINISHED_LENGTH_CAPPED
+        mgr.free(r)
+        hits.append(hit)
+        batches.append(KVEventBatch(float(i), mgr.take_events()))
+    reqs = load_traffic(_events(tmp_path, batches), "kvevents")
+    assert [r.hash_ids for r in reqs] == [(0, 1), (0, 1, 2), (0, 3, 4)]
+    assert hits == [0, 8, 4]
+    assert replay_sequence(prepare_blocks(reqs, 4), "vllm", 128).per_request_hit_tokens == hits
