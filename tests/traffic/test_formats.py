@@ -1,6 +1,7 @@
 """load_traffic and kvlab whatif --format: jsonl, kvtrace, kvevents (exact hits), bad input."""
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -167,3 +168,15 @@ def test_kvevents_from_kvlab_manager_round_trip(tmp_path):
     assert [r.hash_ids for r in reqs] == [(0, 1), (0, 1, 2), (0, 3, 4)]
     assert hits == [0, 8, 4]
     assert replay_sequence(prepare_blocks(reqs, 4), "vllm", 128).per_request_hit_tokens == hits
+
+
+def test_kvevents_both_wire_forms_give_the_same_traffic():
+    """The recorded streams of vLLM 0.22.1 (arrays) and 0.33.0 (maps, CPU tier events too)."""
+    data = Path(__file__).parents[1] / "data" / "kv_events"
+    got = {}
+    for version in ("0.22.1", "0.33.0"):
+        reqs = load_traffic(data / f"vllm-{version}.kvev", "kvevents")
+        hits = replay_sequence(prepare_blocks(reqs, 4), "vllm", 64).per_request_hit_tokens
+        got[version] = ([(r.hash_ids, r.num_prompt_tokens, r.arrival_ms) for r in reqs], hits)
+    assert got["0.22.1"] == got["0.33.0"] == (
+        [((0, 1), 8, 0.0), ((0, 2), 8, 1000.0), ((3,), 4, 2000.0)], [0, 4, 0])
