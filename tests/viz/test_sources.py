@@ -34,7 +34,9 @@ def test_every_kind_has_a_source_and_the_player_has_the_same_map() -> None:
         vllm_source("PEEK")
 
 
-@pytest.mark.skipif(not WHEELS, reason="needs the vLLM 0.22.1 wheel in /work/vllm-wheel")
+@pytest.mark.skipif(
+    not WHEELS, reason="needs the vLLM environment (the vLLM 0.22.1 wheel in /work/vllm-wheel)"
+)
 def test_every_source_is_a_function_of_vllm_0_22_1() -> None:
     with zipfile.ZipFile(WHEELS[0]) as wheel:
         for src in [*VLLM_SOURCES.values(), *VLLM_CALL_SOURCES.values()]:
