@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,27 @@ def test_vllm_publisher_stream_is_rebuilt_exactly(publisher_binds: bool, drop: i
         builder.add_batch(batch, seq)
     _check_rebuilt(builder, run)
     assert sub.health.num_missing == 0 and sub.health.num_garbage == 0
+
+
+def test_encoder_and_fixture_match_vllms_own_structs() -> None:
+    import msgspec
+    from test_kv_event_stream import recorded_run
+    from vllm.distributed import kv_events
+
+    from kvlab.compare.kv_event_format import encode_kv_event_payload
+    from kvlab.compare.kv_event_wire import _read_frame
+
+    for batch, _ in recorded_run():
+        theirs = msgspec.msgpack.encode(kv_events.KVEventBatch(
+            ts=batch.ts, events=_to_vllm(batch.events, kv_events), data_parallel_rank=0))
+        assert encode_kv_event_payload(type(batch)(batch.ts, batch.events, 0), "0.22.1") == theirs
+    path = Path(__file__).resolve().parents[1] / "data" / "kv_events" / "vllm-0.22.1.kvev"
+    with open(path, "rb") as f:
+        f.read(6)
+        frames = []
+        while (frame := _read_frame(f, path.stat().st_size)) is not None:
+            frames.append(frame)
+    assert len(frames) == 4
+    for _, _, payload in frames:
+        batch = msgspec.msgpack.decode(payload, type=kv_events.KVEventBatch)
+        assert msgspec.msgpack.encode(batch) == payload
