@@ -41,6 +41,7 @@ from kvlab.compare.kv_event_format import MAX_GROUP_IDX, MEDIUM_GPU, KVEventForm
 from kvlab.compare.kv_event_wire import read_kv_event_messages
 from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
 from kvlab.trace import KVState, Recorder, Trace
+from kvlab.trace.fileformat_checks import MAX_GROUPS
 from kvlab.trace.tables import InternTables, split_key_code
 
 __all__ = [
@@ -102,7 +103,8 @@ class KVEventTraceBuilder:
 
     Args:
         num_blocks: Slots (blocks): at least the most GPU hashes cached at once.
-        num_groups: KV cache groups (group_idx values must be below it; at most MAX_GROUP_IDX + 1).
+        num_groups: KV cache groups (group_idx values must be below it; at most MAX_GROUPS, 1024,
+            so that the trace saves and loads).
 
     Attributes:
         num_unknown_removed: Removed hashes that were never stored (skipped), all tiers.
@@ -119,9 +121,9 @@ class KVEventTraceBuilder:
         for name, v in (("num_blocks", num_blocks), ("num_groups", num_groups)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-        if num_groups > MAX_GROUP_IDX + 1:
-            raise ValueError(f"num_groups must be at most {MAX_GROUP_IDX + 1} (group_idx <= "
-                             f"MAX_GROUP_IDX), got {num_groups}")  # fmt: skip
+        if num_groups > MAX_GROUPS:
+            raise ValueError(f"num_groups must be at most {MAX_GROUPS} (the most groups a kvlab "
+                             f"trace file holds), got {num_groups}")  # fmt: skip
         state = KVState(num_blocks, num_groups, None, InternTables())
         state.free_queue = OrderedDict.fromkeys(range(num_blocks))
         config = {

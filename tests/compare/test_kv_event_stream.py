@@ -266,5 +266,9 @@ def test_a_refused_batch_changes_nothing(bad_event, message) -> None:
 def test_peak_refuses_huge_groups_before_sizing() -> None:
     with pytest.raises(ValueError, match=r"group_idx must be None or an int in \[0, 4095\]"):
         peak_cached_blocks([KVEventBatch(0.0, [BlockRemoved([1], "GPU", 2**40)])])
-    with pytest.raises(ValueError, match="num_groups must be at most 4096"):
-        KVEventTraceBuilder(1, num_groups=4097)
+    with pytest.raises(ValueError, match="num_groups must be at most 1024 .the most groups a kvlab"):
+        KVEventTraceBuilder(1, num_groups=1025)
+    b = KVEventTraceBuilder(1, num_groups=1024)
+    b.add_batch(KVEventBatch(0.0, [BlockStored([5], None, [], 4, None, "GPU", None, None, 1023)]))
+    assert cached_key_counts(b.trace().state_at(len(b.trace()) - 1)) == {
+        ((5).to_bytes(8, "big"), 1023): 1}
