@@ -127,6 +127,8 @@ class KVEventSubscriber:
     Raises:
         ImportError: Without pyzmq or msgspec.
         KVEventFormatError: If start_seq is not an int >= 0 or None.
+        ValueError: If an endpoint cannot be bound or connected (naming it and the forms
+            allowed), or replay_timeout_ms is not an int >= 0; no socket is left open.
     """
 
     def __init__(self, endpoint: str, topic: str = "", *, bind: bool | None = None,
@@ -145,18 +147,38 @@ class KVEventSubscriber:
         self._zmq = zmq
         self._ctx = context or zmq.Context.instance()
         self.bind = ("*" in endpoint) if bind is None else bool(bind)
+        if not isinstance(replay_timeout_ms, int) or replay_timeout_ms < 0:
+            raise ValueError(
+                f"replay_timeout_ms must be an int >= 0 (ms), got {replay_timeout_ms!r}"
+            )
         self.socket = self._ctx.socket(zmq.SUB)
         self.socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
-        (self.socket.bind if self.bind else self.socket.connect)(endpoint)
-        # NOTE: a bound wildcard port ("tcp://127.0.0.1:*") becomes the real one here.
-        self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT) if self.bind else endpoint
+        self._dealer: Any = None
         self.replay_endpoint = replay_endpoint
         self.replay_timeout_ms = replay_timeout_ms
-        self._dealer: Any = None
+        try:
+            self._attach(self.socket, endpoint, self.bind)
+            if replay_endpoint is not None:
+                self._dealer = self._ctx.socket(zmq.DEALER)
+                self._attach(self._dealer, replay_endpoint, False)
+        except ValueError:
+            self.close()
+            raise
+        # NOTE: a bound wildcard port ("tcp://127.0.0.1:*") becomes the real one here.
+        self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT) if self.bind else endpoint
         self.next_seq = start_seq
         self._caught_up = start_seq is None
         self._pending: deque[_Item] = deque()  # NOTE: in seq order, next_seq already past them
         self.health = StreamHealth()
+
+    def _attach(self, sock: Any, endpoint: Any, bind: bool) -> None:
+        try:
+            (sock.bind if bind else sock.connect)(endpoint)
+        except (self._zmq.ZMQError, TypeError) as exc:
+            raise ValueError(
+                f"cannot {'bind' if bind else 'connect'} {endpoint!r}: {exc}; an endpoint is "
+                "tcp://host:port, tcp://*:port (bind), ipc://path or inproc://name"
+            ) from None
 
     # ------------------------------------------------------------------ reading
     def _garbage(self, why: str) -> None:
@@ -191,7 +213,7 @@ class KVEventSubscriber:
         zmq = self._zmq
         if self._dealer is None:
             self._dealer = self._ctx.socket(zmq.DEALER)
-            self._dealer.connect(self.replay_endpoint)
+            self._attach(self._dealer, self.replay_endpoint, False)
         self.health.num_replay_requests += 1
         self._dealer.send_multipart((b"", encode_seq_frame(start_seq)))
         out: list[_Item] = []

@@ -270,5 +270,13 @@ def test_publisher_bind_rule() -> None:
         plain.close()
         with pytest.raises(ValueError, match=r"a seq is an int in \[0, 2\*\*64\)"):
             KVEventSubscriber("tcp://127.0.0.1:1", start_seq=-1, context=ctx)
+        for kwargs, message in [
+            ({"endpoint": "tcp://nowhere"}, "cannot connect 'tcp://nowhere': .*an endpoint is"),
+            ({"endpoint": "bogus://x", "bind": True}, "cannot bind 'bogus://x'"),
+            ({"endpoint": "tcp://127.0.0.1:1", "replay_endpoint": "tcp:/x"}, "cannot connect 'tcp:/x'"),
+            ({"endpoint": "tcp://127.0.0.1:1", "replay_timeout_ms": -5}, "replay_timeout_ms must"),
+        ]:  # fmt: skip
+            with pytest.raises(ValueError, match=message):
+                KVEventSubscriber(context=ctx, **kwargs)
     finally:
         ctx.term()
