@@ -105,3 +105,36 @@ register(Exercise(
     explain="allocate_slots touches the hit blocks; get_computed_blocks never changes the pool.",
     mistakes=(("get_computed_blocks", "the lookup touches nothing; the touch comes later."),),
 ))  # fmt: skip
+
+
+def design_doc_time_7(num_shared: int = 12) -> list[int]:
+    """vLLM's prefix-caching design doc example up to Time 7, request 2 sharing ``num_shared``
+    of request 0's tokens: request 2's blocks, numbered as the doc does (block_id - 1)."""
+    manager, make = full_attention_manager(11, 4), request_factory(4)
+    req0 = make("req0", list(range(200, 215)))
+    _admit(manager, req0)
+    for token in (215, 216):  # Time 2 and 3: two decode steps
+        req0.append_output_token_ids(token)
+        manager.allocate_slots(req0, 1)
+        req0.num_computed_tokens += 1
+    req1 = make("req1", list(range(200, 210)) + [300, 301, 302, 303])
+    _admit(manager, req1)
+    manager.free(req0)
+    manager.free(req1)
+    shared = req0.all_token_ids[:num_shared]
+    req2 = make("req2", shared + list(range(400, 400 + 29 - num_shared)))
+    _admit(manager, req2)
+    return [i - 1 for i in manager.get_block_ids("req2")[0]]
+
+
+register(Exercise(
+    id="03.5",
+    question="In the design doc's example, let request 2 share the first 16 tokens of request 0 "
+    "(not 12; still 29 tokens). Which blocks does it get (the doc's numbering, block_id - 1)?",
+    solve=lambda num_shared=16: design_doc_time_7(num_shared),
+    hint="request 0's 16th token (its first generated one) filled block 3 at Time 2, so block 3 "
+    "is cached too; then count the new blocks and pop them from the queue's head.",
+    explain="4 hits are touched out of the queue (0, 1, 2, 3); the 4 new blocks come from the head "
+    "(7, 8, 9, 4), and nothing cached is evicted this time.",
+    mistakes=(([0, 1, 2, 7, 8, 9, 4, 3], "that is the doc's case, with 12 shared tokens."),),
+))  # fmt: skip

@@ -89,3 +89,51 @@ register(Exercise(
     explain="No full block, no hash, no hit: a bigger block_size shares less.",
     mistakes=(([12, 8, 8, 0], "those were the hits with block_size 4."),),
 ))  # fmt: skip
+
+
+def eagle_hit(num_extra: int = 1) -> int:
+    """With use_eagle=True: a is 16 tokens; hit (tokens) of a's 16 tokens + ``num_extra`` more."""
+    from kvlab.core import KVCacheManager
+
+    config = full_attention_manager(16, 4).kv_cache_config
+    manager = KVCacheManager(config, max_model_len=128, hash_block_size=4, use_eagle=True)
+    make = request_factory(4)
+    prompt = list(range(100, 116))
+    manager.allocate_slots(make("a", prompt), 16)
+    return manager.get_computed_blocks(make("probe", prompt + [7] * num_extra))[1]
+
+
+def nano_scan_steps(num_blocks: int = 50) -> int:
+    """Deque positions nano-vllm scans when a request hits a freed 2-block document."""
+    from kvlab.compare import NanoBlockManager, NanoSequence
+
+    nano = NanoBlockManager(num_blocks=num_blocks, block_size=4)
+    doc = NanoSequence("doc", list(range(8)), block_size=4)
+    nano.allocate(doc)
+    nano.deallocate(doc)
+    nano.allocate(NanoSequence("hit", list(range(8)) + [99], block_size=4))
+    return nano.stats.num_deque_scan_steps
+
+
+register(Exercise(
+    id="04.5",
+    question="With use_eagle=True, a computes 16 tokens; how many tokens does a lookup of the "
+    "same 16 tokens plus 1 hit? (Try check('04.5', hit, num_extra=5).)",
+    solve=eagle_hit,
+    hint="without EAGLE all 4 blocks hit (the cap is 16); EAGLE then gives back the last one.",
+    explain="4 blocks under the cap, minus the block EAGLE recomputes for its hidden states: 12.",
+    mistakes=((16, "EAGLE drops the last matched block."),
+              (8, "EAGLE drops one block, once: after the num_tokens - 1 cap.")),
+))  # fmt: skip
+register(Exercise(
+    id="04.6",
+    question="nano-vllm with 50 free blocks: a 2-block document is computed and freed, then a "
+    "request hits both blocks. How many deque positions do its two removes scan?",
+    solve=nano_scan_steps,
+    hint="deallocate appends the last block first, so both sit at the tail: block 0 at position "
+    "49, then block 1 at 48 once block 0 is gone.",
+    explain="(n - 1) + (n - 2) = 97 for n = 50: the scan grows with the pool; vLLM's linked list "
+    "relinks 6 nodes whatever its length.",
+    mistakes=((6, "6 is what vLLM's two removes relink; nano-vllm's deque must scan."),
+              (99, "after the first remove the deque is one shorter.")),
+))  # fmt: skip

@@ -153,3 +153,27 @@ register(Exercise(
     explain="The full group's 16-token blocks round every hit down to a multiple of 16.",
     mistakes=(([8, 16, 32], "those were the hits with 8-token full-attention blocks."),),
 ))  # fmt: skip
+
+
+def doc_bad_ratio(num_full: int = 20, num_sw: int = 30) -> list[int]:
+    """Real layers per KV cache group vLLM 0.22.1 builds for num_full full + num_sw SW layers."""
+    layers = {**{f"full.{i}": _full(16) for i in range(num_full)},
+              **{f"sw.{i}": _window(32, 16) for i in range(num_sw)}}  # fmt: skip
+    config = get_kv_cache_config(VllmConfig(num_gpu_blocks_override=8), layers, 1 << 30)
+    return [len(g.layer_names) for g in config.kv_cache_groups]
+
+
+register(Exercise(
+    id="07.5",
+    question="The hybrid design doc admits its grouping is poor for 20 full + 30 sliding-window "
+    "layers. How many real layers does each group vLLM 0.22.1 builds hold? Answer a list.",
+    solve=doc_bad_ratio,
+    hint="the group size is the smallest layer count (20) unless the largest is under 1.5 times "
+    "it; a type's layers are dealt out with layers[i::num_groups].",
+    explain="20 layers a group: 1 full group, and cdiv(30, 20) = 2 sliding-window groups of 15 "
+    "real layers plus 5 padding slots each.",
+    mistakes=(([10, 10, 10, 10, 10], "that is the group size the doc says it should use, not "
+               "what vLLM 0.22.1 builds."),
+              ([20, 20, 10], "layers are dealt out interleaved, not sliced: the two groups are "
+               "equal.")),
+))  # fmt: skip

@@ -87,3 +87,36 @@ register(Exercise(
     mistakes=(([3], "e does not hit a's third block: it is partial, never cached."),
               ([1], "that was with c, which shared only 4 tokens.")),
 ))  # fmt: skip
+
+
+def gated_path() -> tuple[str, ...]:
+    """allocate_slots_flow(...).steps of a 40-token request asking for its first 4 tokens with
+    full_sequence_must_fit=True, after notebook 13's a and b."""
+    from kvlab.trace import Recorder
+    from kvlab.viz import allocate_slots_flow
+
+    manager, admit, _ = _setup()
+    recorder = Recorder().attach(manager)
+    admit("a", list(range(10)))
+    admit("b", list(range(8)) + [50, 51, 52, 53, 54])
+    huge = Request("huge", list(range(1000, 1040)), SamplingParams(max_tokens=8), None,
+                   block_hasher=get_request_block_hasher(4, sha256))  # fmt: skip
+    manager.allocate_slots(huge, 4, full_sequence_must_fit=True)
+    trace = recorder.trace()
+    return allocate_slots_flow(trace, trace.calls("allocate_slots", request="huge")[-1]).steps
+
+
+register(Exercise(
+    id="13.3",
+    question="After a and b, a 40-token request asks allocate_slots for its first 4 tokens with "
+    "full_sequence_must_fit=True. What is its path (allocate_slots_flow(...).steps)?",
+    solve=gated_path,
+    hint="4 tokens fit in the free blocks, but the gate asks about the whole request first.",
+    explain="The admission gate refuses before remove_skipped_blocks: the whole request needs 10 "
+    "blocks and 4 are free.",
+    mistakes=((("remove_skipped_blocks", "fits", "return_none"), "that is a refusal by the "
+               "free-blocks check; the gate comes first."),
+              (("full_sequence_must_fit", "remove_skipped_blocks", "fits", "allocate_new_blocks",
+                "cache_blocks", "return_blocks"), "the gate checks the whole request, not the "
+               "4 tokens of this step.")),
+))  # fmt: skip
