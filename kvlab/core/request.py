@@ -1,9 +1,9 @@
 """A request as the KV-cache manager sees it: token ids, progress, and block hashes.
 
-Mirrors: vllm/v1/request.py::Request and ::RequestStatus, reduced to what the KV-cache
-manager, the scheduler and block hashing read. Left out (nothing in kvlab reads them):
-structured output, streaming sessions, engine events, prefill stats, async-scheduling
-discards and trace headers.
+Mirrors: vllm/v1/request.py::Request, ::RequestStatus and ::StreamingUpdate. The engine-side
+records vLLM's scheduler keeps on a request (events, prefill stats, finish reasons, the
+streaming queue; ``kvlab.core.request_engine``) are kept so vLLM's scheduler runs on kvlab's
+Request. Left out: structured output (a request asking for it is refused).
 
 ``block_hashes`` holds one hash per full block of ``all_token_ids`` (at the hasher's block
 size), computed at construction and extended whenever output tokens complete a block::
@@ -26,9 +26,17 @@ from __future__ import annotations
 
 import enum
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kvlab.core.request_engine import (
+    EngineCoreEvent,
+    EngineCoreEventType,
+    FinishReason,
+    PrefillStats,
+    StreamingUpdate,
+)
 from kvlab.core.request_params import (
     ConstantList,
     LoRARequest,
@@ -43,13 +51,18 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConstantList",
+    "EngineCoreEvent",
+    "EngineCoreEventType",
+    "FinishReason",
     "LoRARequest",
     "MultiModalFeatureSpec",
     "PlaceholderRange",
     "PoolingParams",
+    "PrefillStats",
     "Request",
     "RequestStatus",
     "SamplingParams",
+    "StreamingUpdate",
 ]
 
 
@@ -77,6 +90,22 @@ class RequestStatus(enum.IntEnum):
     def is_finished(status: RequestStatus) -> bool:
         """True for the FINISHED_* statuses."""
         return status > RequestStatus.PREEMPTED
+
+    @staticmethod
+    def get_finished_reason(status: RequestStatus) -> FinishReason | None:
+        """The FinishReason of ``status`` (IGNORED is LENGTH, as in OpenAI's API), else None."""
+        return _FINISHED_REASON_MAP.get(status)
+
+
+_FINISHED_REASON_MAP = {
+    RequestStatus.FINISHED_STOPPED: FinishReason.STOP,
+    RequestStatus.FINISHED_LENGTH_CAPPED: FinishReason.LENGTH,
+    RequestStatus.FINISHED_ABORTED: FinishReason.ABORT,
+    RequestStatus.FINISHED_IGNORED: FinishReason.LENGTH,
+    RequestStatus.FINISHED_ERROR: FinishReason.ERROR,
+    RequestStatus.WAITING_FOR_STREAMING_REQ: FinishReason.STOP,
+    RequestStatus.FINISHED_REPETITION: FinishReason.REPETITION,
+}
 
 
 def _num_prompt_tokens(prompt_token_ids: list[int] | None, prompt_embeds: Any) -> int:
@@ -198,6 +227,58 @@ class Request:
         self.skip_reading_prefix_cache = self.get_skip_reading_prefix_cache()
         self.resumable = resumable
         self.abort_immediately = abort_immediately
+        # Engine-side records vLLM's scheduler reads and writes (kvlab.core.request_engine).
+        self.events: list[EngineCoreEvent] = []
+        self.prefill_stats: PrefillStats | None = PrefillStats()
+        self.streaming_queue: deque[StreamingUpdate | None] | None = None
+        self.async_tokens_to_discard = 0
+        self.num_nans_in_logits = 0
+        self.trace_headers = trace_headers
+        self.structured_output_request = None
+        if getattr(sampling_params, "structured_outputs", None) is not None:
+            raise NotImplementedError(
+                f"request {request_id}: structured outputs (grammars) are not part of kvlab; "
+                "give sampling_params without structured_outputs"
+            )
+
+    @classmethod
+    def from_engine_core_request(
+        cls, request: Any, block_hasher: Callable[[Request], list[BlockHash]] | None
+    ) -> Request:
+        """A Request from the fields of vLLM's EngineCoreRequest (same names).
+
+        Mirrors: vllm/v1/request.py::Request.from_engine_core_request.
+        """
+        names = ("request_id", "client_index", "prompt_token_ids", "prompt_embeds",
+                 "prompt_is_token_ids", "mm_features", "sampling_params", "pooling_params",
+                 "arrival_time", "lora_request", "cache_salt", "priority", "trace_headers",
+                 "resumable", "reasoning_ended", "reasoning_parser_kwargs", "abort_immediately")
+        return cls(**{name: getattr(request, name) for name in names}, block_hasher=block_hasher)
+
+    @property
+    def use_structured_output(self) -> bool:
+        """Always False in kvlab (structured outputs are refused at construction)."""
+        return self.structured_output_request is not None
+
+    def get_finished_reason(self) -> FinishReason | None:
+        """The FinishReason of a finished status (None while running or waiting)."""
+        return RequestStatus.get_finished_reason(self.status)
+
+    def record_event(self, event_type: Any, timestamp: float | None = None) -> None:
+        """Append an EngineCoreEvent (``time.monotonic()`` now unless ``timestamp`` is given)."""
+        self.events.append(EngineCoreEvent.new_event(event_type, timestamp))
+
+    def take_events(self) -> list[EngineCoreEvent] | None:
+        """The recorded events, emptied; None if there were none."""
+        if not self.events:
+            return None
+        events, self.events = self.events, []
+        return events
+
+    def take_prefill_stats(self) -> PrefillStats | None:
+        """The prefill stats once (None afterwards)."""
+        stats, self.prefill_stats = self.prefill_stats, None
+        return stats
 
     def append_output_token_ids(self, token_ids: int | list[int]) -> None:
         """Append generated token(s) and hash any block they complete.

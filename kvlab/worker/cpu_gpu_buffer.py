@@ -132,3 +132,21 @@ class CpuGpuBuffer:
         if n is None:
             return self.cpu.copy_(self.gpu, non_blocking=True)
         return self.cpu[:n].copy_(self.gpu[:n], non_blocking=True)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal contents: same ``np`` array (shape, dtype, values) and equal device tensors.
+
+        vLLM's tests compare two batches attribute by attribute (``a == b``, or ``np.allclose``
+        for vLLM's own CpuGpuBuffer); value equality lets them compare kvlab's buffers too.
+        Buffers are mutable, so they are not hashable.
+        """
+        if not isinstance(other, CpuGpuBuffer):
+            return NotImplemented
+        a, b = self.np, other.np
+        if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b):
+            return False
+        if self.gpu is None or other.gpu is None:
+            return self.gpu is None and other.gpu is None
+        return bool((self.gpu.shape == other.gpu.shape) and (self.gpu == other.gpu).all())
+
+    __hash__ = None  # type: ignore[assignment]
