@@ -52,7 +52,8 @@ from kvlab.compare.kv_event_stream import (
     peak_cached_blocks,
     read_kv_event_file,
 )
-from kvlab.compare.kv_event_subscriber import KVEventSubscriber, StreamHealth, publisher_binds
+from kvlab.compare.kv_event_sequencer import KVEventSequencer, StreamHealth
+from kvlab.compare.kv_event_subscriber import KVEventSubscriber, publisher_binds
 from kvlab.compare.kv_event_wire import (
     decode_kv_event_batch,
     encode_kv_event_batch,
@@ -91,8 +92,8 @@ from kvlab.compare.workloads import (
 
 __all__ = [
     "FIELDS_SINCE", "MAX_GROUP_IDX", "POLICIES", "SERIES", "WIRE_CHANGES", "WORKLOADS",
-    "CachePolicy", "Comparison", "DecodedPayload", "KVEventFormatError", "KVEventSubscriber",
-    "KVEventTraceBuilder", "NanoBlock", "NanoBlockManager", "NanoPolicy", "NanoSequence",
+    "CachePolicy", "Comparison", "DecodedPayload", "KVEventFormatError", "KVEventSequencer",
+    "KVEventSubscriber", "KVEventTraceBuilder", "NanoBlock", "NanoBlockManager", "NanoPolicy", "NanoSequence",
     "NanoStats", "NodeView", "RadixCache", "RadixEvent", "RadixEventKind", "RadixPolicy",
     "RadixRecorder", "RadixSnapshot", "RequestRecord", "RunResult", "StepRecord",
     "StreamHealth", "Summary", "TokenToKVPoolAllocator", "TreeNode", "Usage", "VllmPolicy",

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from kvlab.compare.kv_event_format import (
@@ -49,6 +48,7 @@ from kvlab.compare.kv_event_format import (
     decode_seq_frame,
     encode_seq_frame,
 )
+from kvlab.compare.kv_event_sequencer import KVEventSequencer, StreamHealth
 from kvlab.core.kv_events import KVEventBatch
 
 __all__ = ["KVEventSubscriber", "StreamHealth", "publisher_binds"]
@@ -64,41 +64,6 @@ def publisher_binds(endpoint: str) -> bool:
     same test sits inline in ``_socket_setup`` from 0.22.1 on).
     """
     return "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
-
-
-@dataclass
-class StreamHealth:
-    """What happened to a subscribed stream (counts of messages or batches).
-
-    Attributes:
-        num_received: Messages read from the live socket.
-        num_delivered: Batches handed on, in seq order (live and replayed).
-        num_duplicates: Live messages whose seq was already handed on (dropped), including live
-            copies of batches a catch-up replay handed on first.
-        num_gaps: Times the live seq jumped ahead of the next expected one.
-        num_recovered: Batches recovered through the replay socket.
-        num_missing: Batches lost for good (no replay socket, or no longer buffered).
-        num_garbage: Messages that were not [topic, 8-byte seq, valid payload] (skipped).
-        num_replay_requests: Replay requests sent.
-        missing: Lost seq ranges, (first, last) inclusive.
-        last_error: Why the last garbage message was refused.
-    """
-
-    num_received: int = 0
-    num_delivered: int = 0
-    num_duplicates: int = 0
-    num_gaps: int = 0
-    num_recovered: int = 0
-    num_missing: int = 0
-    num_garbage: int = 0
-    num_replay_requests: int = 0
-    missing: list[tuple[int, int]] = field(default_factory=list)
-    last_error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        """Nothing lost and nothing refused: the rebuilt cache matches the publisher's."""
-        return self.num_missing == 0 and self.num_garbage == 0
 
 
 class KVEventSubscriber:
@@ -121,8 +86,7 @@ class KVEventSubscriber:
 
     Attributes:
         endpoint: Where the SUB socket is (a bound wildcard port resolved).
-        health: The StreamHealth so far.
-        next_seq: The next seq expected (None before the first message).
+        sequencer: The KVEventSequencer ordering the stream (its health is ``health``).
 
     Raises:
         ImportError: Without pyzmq or msgspec.
@@ -166,10 +130,9 @@ class KVEventSubscriber:
             raise
         # NOTE: a bound wildcard port ("tcp://127.0.0.1:*") becomes the real one here.
         self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT) if self.bind else endpoint
-        self.next_seq = start_seq
+        self.sequencer = KVEventSequencer(start_seq, self._replay_items)
         self._caught_up = start_seq is None
         self._pending: deque[_Item] = deque()  # NOTE: in seq order, next_seq already past them
-        self.health = StreamHealth()
 
     def _attach(self, sock: Any, endpoint: Any, bind: bool) -> None:
         try:
@@ -238,37 +201,27 @@ class KVEventSubscriber:
             if item is not None:
                 out.append(item)
 
-    def _fill(self, first: int, stop: int | None) -> Iterator[_Item]:
-        """Replay seqs [first, stop) (stop None: all buffered); count what cannot be had.
+    def _replay_items(self, first: int) -> list[tuple[int, _Item | None]]:
+        if self.replay_endpoint is None:
+            return []
+        return [(item[1], item if item[3] is not None else None) for item in self._replay(first)]
 
-        NOTE: work is linear in what the publisher replays, never in the gap's size (a seq
-        frame can jump by 2**63).
-        """
-        got = {} if self.replay_endpoint is None else {i[1]: i for i in self._replay(first)}
-        last = max(got, default=first - 1) if stop is None else stop - 1
-        expected = first
-        for seq in sorted(s for s in got if first <= s <= last):
-            if seq > expected:
-                self._lost(expected, seq - 1)
-            self.health.num_recovered += got[seq][3] is not None
-            yield got[seq]
-            expected = seq + 1
-        if expected <= last:
-            self._lost(expected, last)
-        self.next_seq = last + 1
+    @property
+    def health(self) -> StreamHealth:
+        """What happened to the stream so far (see StreamHealth)."""
+        return self.sequencer.health
 
-    def _lost(self, first: int, last: int) -> None:
-        self.health.num_missing += last - first + 1
-        self.health.missing.append((first, last))
+    @property
+    def next_seq(self) -> int | None:
+        """The next seq expected (None before the first message)."""
+        return self.sequencer.next_seq
 
     def _ordered(self, timeout_ms: int, max_messages: int | None) -> Iterator[_Item]:
         """Items in seq order, gaps filled, duplicates and garbage dropped."""
-        n = 0
-        pending = self._pending
+        n, pending, seqr = 0, self._pending, self.sequencer
         if not self._caught_up:
             self._caught_up = True
-            if self.replay_endpoint is not None:
-                pending.extend(self._fill(self.next_seq or 0, None))
+            pending.extend(item for _, item in seqr.catch_up())
         while max_messages is None or n < max_messages:
             if not pending:
                 item = self._next_live(timeout_ms)
@@ -276,28 +229,19 @@ class KVEventSubscriber:
                     # NOTE: a drop shows as a gap only when a later batch arrives; on silence the
                     # replay socket says whether the last batches (or, for a publisher that
                     # connects, the first ones, lost while the connection came up) are missing.
-                    if self.replay_endpoint is None or self.next_seq is None:
+                    if self.replay_endpoint is None or seqr.next_seq is None:
                         return
-                    pending.extend(self._fill(self.next_seq, None))
+                    pending.extend(item for _, item in seqr.fill(seqr.next_seq, None))
                     if not pending:
                         return
                     continue
-                if item is None:
-                    continue
-                seq = item[1]
-                if self.next_seq is not None and seq < self.next_seq:
-                    self.health.num_duplicates += 1
-                    continue
-                if self.next_seq is not None and seq > self.next_seq:
-                    self.health.num_gaps += 1
-                    pending.extend(self._fill(self.next_seq, seq))
-                pending.append(item)
-                self.next_seq = seq + 1
-            item = pending.popleft()
-            if item[3] is not None:
-                self.health.num_delivered += 1
-                n += 1
-                yield item
+                if item is not None:
+                    valid = item if item[3] is not None else None
+                    pending.extend(i for _, i in seqr.push(item[1], valid))
+                continue
+            self.health.num_delivered += 1
+            n += 1
+            yield pending.popleft()
 
     def messages(self, timeout_ms: int = 1000, max_messages: int | None = None
                  ) -> Iterator[tuple[bytes, int, bytes]]:  # fmt: skip
