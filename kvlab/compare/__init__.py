@@ -43,6 +43,7 @@ from kvlab.compare.kv_event_format import (
     decode_kv_event_payload,
     encode_kv_event_payload,
 )
+from kvlab.compare.kv_event_sequencer import KVEventSequencer, StreamHealth
 from kvlab.compare.kv_event_stream import (
     KVEventTraceBuilder,
     cached_key_counts,
@@ -52,7 +53,6 @@ from kvlab.compare.kv_event_stream import (
     peak_cached_blocks,
     read_kv_event_file,
 )
-from kvlab.compare.kv_event_sequencer import KVEventSequencer, StreamHealth
 from kvlab.compare.kv_event_subscriber import KVEventSubscriber, publisher_binds
 from kvlab.compare.kv_event_wire import (
     decode_kv_event_batch,
@@ -93,9 +93,9 @@ from kvlab.compare.workloads import (
 __all__ = [
     "FIELDS_SINCE", "MAX_GROUP_IDX", "POLICIES", "SERIES", "WIRE_CHANGES", "WORKLOADS",
     "CachePolicy", "Comparison", "DecodedPayload", "KVEventFormatError", "KVEventSequencer",
-    "KVEventSubscriber", "KVEventTraceBuilder", "NanoBlock", "NanoBlockManager", "NanoPolicy", "NanoSequence",
-    "NanoStats", "NodeView", "RadixCache", "RadixEvent", "RadixEventKind", "RadixPolicy",
-    "RadixRecorder", "RadixSnapshot", "RequestRecord", "RunResult", "StepRecord",
+    "KVEventSubscriber", "KVEventTraceBuilder", "NanoBlock", "NanoBlockManager", "NanoPolicy",
+    "NanoSequence", "NanoStats", "NodeView", "RadixCache", "RadixEvent", "RadixEventKind",
+    "RadixPolicy", "RadixRecorder", "RadixSnapshot", "RequestRecord", "RunResult", "StepRecord",
     "StreamHealth", "Summary", "TokenToKVPoolAllocator", "TreeNode", "Usage", "VllmPolicy",
     "Workload", "WorkloadRequest",
     "cached_key_counts", "cli_compare", "compare", "compute_hash", "decode_kv_event_batch",
