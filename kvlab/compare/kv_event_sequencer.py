@@ -12,7 +12,7 @@ Mirrors: the consumer side of vllm/distributed/kv_events.py::ZmqEventPublisher
 
 Examples:
     >>> buffered = {0: "b0", 1: "b1", 2: "b2", 3: "b3"}
-    >>> s = KVEventSequencer(replay=lambda first: [(q, b) for q, b in buffered.items() if q >= first])
+    >>> s = KVEventSequencer(replay=lambda first: [(q, buffered[q]) for q in range(first, 4)])
     >>> s.push(0, "b0"), s.push(3, "b3"), s.push(1, "b1")
     ([(0, 'b0')], [(1, 'b1'), (2, 'b2'), (3, 'b3')], [])
     >>> s.health.num_gaps, s.health.num_recovered, s.health.num_duplicates
