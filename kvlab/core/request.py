@@ -3,7 +3,8 @@
 Mirrors: vllm/v1/request.py::Request, ::RequestStatus and ::StreamingUpdate. The engine-side
 records vLLM's scheduler keeps on a request (events, prefill stats, finish reasons, the
 streaming queue; ``kvlab.core.request_engine``) are kept so vLLM's scheduler runs on kvlab's
-Request. Left out: structured output (a request asking for it is refused).
+Request. Structured output is bookkeeping only: such a request waits in
+WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR until a grammar is set on it (kvlab compiles none).
 
 ``block_hashes`` holds one hash per full block of ``all_token_ids`` (at the hasher's block
 size), computed at construction and extended whenever output tokens complete a block::
@@ -36,6 +37,7 @@ from kvlab.core.request_engine import (
     FinishReason,
     PrefillStats,
     StreamingUpdate,
+    StructuredOutputRequest,
 )
 from kvlab.core.request_params import (
     ConstantList,
@@ -63,6 +65,7 @@ __all__ = [
     "RequestStatus",
     "SamplingParams",
     "StreamingUpdate",
+    "StructuredOutputRequest",
 ]
 
 
@@ -234,12 +237,14 @@ class Request:
         self.async_tokens_to_discard = 0
         self.num_nans_in_logits = 0
         self.trace_headers = trace_headers
-        self.structured_output_request = None
-        if getattr(sampling_params, "structured_outputs", None) is not None:
-            raise NotImplementedError(
-                f"request {request_id}: structured outputs (grammars) are not part of kvlab; "
-                "give sampling_params without structured_outputs"
-            )
+        self.structured_output_request = StructuredOutputRequest.from_sampling_params(
+            sampling_params
+        )
+        if self.structured_output_request is not None:
+            self.structured_output_request.reasoning_ended = reasoning_ended
+            self.structured_output_request.reasoning_parser_kwargs = reasoning_parser_kwargs
+            if pooling_params is None:
+                self.status = RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
 
     @classmethod
     def from_engine_core_request(
@@ -257,7 +262,7 @@ class Request:
 
     @property
     def use_structured_output(self) -> bool:
-        """Always False in kvlab (structured outputs are refused at construction)."""
+        """Whether the request has a structured-output constraint (a StructuredOutputRequest)."""
         return self.structured_output_request is not None
 
     def get_finished_reason(self) -> FinishReason | None:

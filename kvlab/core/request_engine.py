@@ -1,7 +1,9 @@
 """The engine-side records a Request carries: finish reasons, timestamped events, prefill stats.
 
 Mirrors: vllm/v1/engine/__init__.py::{FinishReason, EngineCoreEventType, EngineCoreEvent},
-vllm/v1/metrics/stats.py::PrefillStats and vllm/v1/request.py::StreamingUpdate. vLLM's scheduler
+vllm/v1/metrics/stats.py::PrefillStats, vllm/v1/request.py::StreamingUpdate and the bookkeeping
+half of vllm/v1/structured_output/request.py::StructuredOutputRequest (a request waits for its
+grammar; kvlab compiles no grammar: whoever does sets ``grammar``). vLLM's scheduler
 reads and writes these on every request (``record_event``, ``take_events``,
 ``get_finished_reason``, ``prefill_stats.set``), so kvlab's Request has them too and vLLM's
 scheduler runs on it unchanged. kvlab's own scheduler reports finish reasons as strings
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import enum
 import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +35,7 @@ __all__ = [
     "FinishReason",
     "PrefillStats",
     "StreamingUpdate",
+    "StructuredOutputRequest",
 ]
 
 FINISH_REASON_STRINGS = ("stop", "length", "abort", "error", "repetition")
@@ -135,3 +140,50 @@ class StreamingUpdate:
             arrival_time=request.arrival_time,
             sampling_params=request.sampling_params,
         )
+
+
+@dataclass
+class StructuredOutputRequest:
+    """A request's structured-output constraint and, once compiled, its grammar.
+
+    Mirrors: vllm/v1/structured_output/request.py::StructuredOutputRequest (the bookkeeping
+    only: kvlab compiles no grammar). A request with one starts in
+    WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR and the scheduler skips it until ``grammar`` is set
+    (an object, or a Future that has resolved).
+    """
+
+    params: Any
+    _grammar: Any = None
+    reasoning_ended: bool | None = None
+    reasoning_parser_kwargs: dict[str, Any] | None = None
+    reasoner: Any = None
+
+    @staticmethod
+    def from_sampling_params(sampling_params: Any) -> StructuredOutputRequest | None:
+        """A record if the params carry a constraint (vLLM's ``all_constraints_none`` rule)."""
+        params = getattr(sampling_params, "structured_outputs", None)
+        if not params or params.all_constraints_none():
+            return None
+        return StructuredOutputRequest(params=params)
+
+    def _check_grammar_completion(self) -> bool:
+        if isinstance(self._grammar, Future):
+            try:
+                self._grammar = self._grammar.result(timeout=0.0001)
+            except FutureTimeout:
+                return False
+        return True
+
+    @property
+    def is_grammar_ready(self) -> bool:
+        """False only while the grammar is a Future still being compiled."""
+        return self._check_grammar_completion()
+
+    @property
+    def grammar(self) -> Any:
+        """The compiled grammar, or None (not set, or its Future not done yet)."""
+        return self._grammar if self._check_grammar_completion() else None
+
+    @grammar.setter
+    def grammar(self, grammar: Any) -> None:
+        self._grammar = grammar

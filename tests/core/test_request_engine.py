@@ -68,10 +68,35 @@ def test_streaming_update_only_for_resumable_requests():
     assert _req().streaming_queue is None and not _req().use_structured_output
 
 
-def test_structured_outputs_are_refused():
+class _Constraint:
+    def __init__(self, regex):
+        self.regex = regex
+
+    def all_constraints_none(self):
+        return self.regex is None
+
+
+def _params(regex):
     import dataclasses
 
     params = dataclasses.replace(SamplingParams(max_tokens=4))
-    object.__setattr__(params, "structured_outputs", {"json": {"type": "object"}})
-    with pytest.raises(NotImplementedError, match="structured outputs .* not part of kvlab"):
-        Request("r1", [1, 2], params, None)
+    object.__setattr__(params, "structured_outputs", _Constraint(regex))
+    return params
+
+
+def test_structured_output_request_waits_for_its_grammar():
+    from concurrent.futures import Future
+
+    assert _req().structured_output_request is None
+    plain = Request("r1", [1, 2], _params(None), None)  # a constraint with nothing set
+    assert plain.structured_output_request is None and plain.status == RequestStatus.WAITING
+    req = Request("r2", [1, 2], _params("[0-9]+"), None, reasoning_ended=True)
+    so = req.structured_output_request
+    assert req.use_structured_output and so.params.regex == "[0-9]+" and so.reasoning_ended
+    assert req.status == RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
+    assert so.grammar is None and so.is_grammar_ready  # nothing compiling, nothing compiled
+    pending = Future()
+    so.grammar = pending
+    assert not so.is_grammar_ready and so.grammar is None
+    pending.set_result("compiled")
+    assert so.is_grammar_ready and so.grammar == "compiled"
