@@ -1,4 +1,4 @@
-"""Replay real traffic on the "timed" clock: arrivals at the trace's timestamps, through vLLM's Scheduler.
+"""Replay real traffic on the "timed" clock: arrivals at their timestamps, through the Scheduler.
 
 Where the sequence clock serves one request at a time, the timed clock feeds every request to
 kvlab's Scheduler (``kvlab.core.sched.Scheduler``: vLLM 0.22.1's FCFS continuous batching,
@@ -234,6 +234,16 @@ def _block_hasher(prompt_hashes: list, block_size: int):
     return hasher
 
 
+_STAT_FIELDS = ("requests", "queries", "hits", "preempted_requests", "preempted_queries",
+                "preempted_hits")  # fmt: skip
+
+
+def _add_stats(total: PrefixCacheStats, stats: PrefixCacheStats, times: int) -> None:
+    """total += stats * times, field by field (vLLM's PrefixCacheStats counters)."""
+    for name in _STAT_FIELDS:
+        setattr(total, name, getattr(total, name) + times * getattr(stats, name))
+
+
 class _TimedRun:
     """The state of one timed replay (see the module docstring)."""
 
@@ -260,6 +270,7 @@ class _TimedRun:
         self.sched = Scheduler(mgr, cfg)
         self.index = {r.request_id: i for i, r in enumerate(blocked.requests[:n])}
         self.pending: deque[int] = deque()  # arrived, not yet given to the scheduler
+        self.blocked_head: Any = None  # waiting[0] if it failed to fit in the last step
         self.next_arrival = 0
         res.per_request_hit_tokens = [0] * n
         res.queueing_delay_ms = [math.nan] * n
@@ -269,10 +280,10 @@ class _TimedRun:
         from kvlab.core.request import SamplingParams
 
         r = self.b.requests[i]
+        hasher = _block_hasher(self.b.block_hashes[i], self.b.block_size)
         return Request(r.request_id, [0] * r.num_prompt_tokens,
                        SamplingParams(max_tokens=r.num_output_tokens), None,
-                       arrival_time=r.arrival_ms / 1000,
-                       block_hasher=_block_hasher(self.b.block_hashes[i], self.b.block_size))  # fmt: skip
+                       arrival_time=r.arrival_ms / 1000, block_hasher=hasher)  # fmt: skip
 
     def arrive(self, t: float) -> int:
         """Take in every request with arrival_ms <= t; returns how many were rejected."""
@@ -298,28 +309,37 @@ class _TimedRun:
             i = self.index[new.req_id]
             res.per_request_hit_tokens[i] = new.num_computed_tokens
             res.queueing_delay_ms[i] = t - self.b.requests[i].arrival_ms
-        res.preemptions += len(sched.step_log[-1].preempted_req_ids)
+        num_preempted = len(sched.step_log[-1].preempted_req_ids)
+        res.preemptions += num_preempted
         sched.step_log.clear()  # NOTE: one record per step would grow without bound
         sampled = {rid: [OUTPUT_TOKEN_BASE + self.index[rid]] for rid in out.num_scheduled_tokens}
         eco = sched.update_from_output(out, sampled)
         stats = eco.scheduler_stats.prefix_cache_stats
-        total = res.prefix_cache_stats
-        for name in ("requests", "queries", "hits", "preempted_requests", "preempted_queries",
-                     "preempted_hits"):  # fmt: skip
-            setattr(total, name, getattr(total, name) + getattr(stats, name))
+        _add_stats(res.prefix_cache_stats, stats, 1)
         done = [o.request_id for o in eco.outputs if o.finish_reason is not None]
         res.completion_order.extend(done)
         res.num_steps += 1
+        # The head of the queue was looked up and did not fit (each admission looks up the
+        # head; the first that does not fit stops admission), and nothing was freed after.
+        resumed = out.scheduled_cached_reqs.resumed_req_ids
+        num_admitted = len(out.scheduled_new_reqs) + len(resumed)
+        failed = stats.requests + stats.preempted_requests > num_admitted
+        self.blocked_head = (sched.waiting[0] if failed and sched.waiting and not done
+                             and not num_preempted else None)  # fmt: skip
         return res.service.step_ms(out.total_num_scheduled_tokens), len(done)
 
     def fast_forward(self, t: float) -> tuple[float, int]:
         """Advance a stretch of plain decode steps without calling ``schedule()``.
 
-        Applies only while nothing waits and every running request decodes (one token each,
-        within the budget). Such a step changes the pool only when a request completes a block
-        (cache_full_blocks), starts one (allocate), or finishes (free); the steps before the
-        first of those, and before the next arrival, change nothing but each request's
-        ``num_computed_tokens`` and output tokens, which are advanced here in one go. With
+        Applies only while every running request decodes (one token each, within the budget)
+        and nothing waits, or the head of the waiting queue failed to fit in the last step
+        with nothing freed since. Such a step changes the pool only when a request completes a
+        block (cache_full_blocks), starts one (allocate), or finishes (free); the steps before
+        the first of those, and before the next arrival, change nothing but each request's
+        ``num_computed_tokens`` and output tokens, which are advanced here in one go, and, when
+        the budget leaves room, the blocked head's lookup, which fails alike every step
+        (allocate_slots with full_sequence_must_fit fails before changing anything, whatever
+        the budget) and is counted in the PrefixCacheStats once per step. With
         ``c = num_computed_tokens`` a request holds ``ceil(c / block_size)`` blocks, so its
         first such step is ``block_size - 1 - c % block_size`` steps away (0 when c fills its
         blocks), or its last output, whichever is first. Tests check that replays with and
@@ -330,7 +350,8 @@ class _TimedRun:
         """
         sched, bs = self.sched, self.b.block_size
         running = sched.running
-        if sched.waiting or self.pending or not running:
+        head = sched.waiting[0] if sched.waiting else None
+        if head is not self.blocked_head or (head is None and self.pending) or not running:
             return t, 0
         if len(running) > self.res.max_num_batched_tokens:
             return t, 0
@@ -354,6 +375,11 @@ class _TimedRun:
         for req in running:
             req.num_computed_tokens += steps
             req.append_output_token_ids([OUTPUT_TOKEN_BASE + self.index[req.request_id]] * steps)
+        budget_left = self.res.max_num_batched_tokens - len(running)
+        if head is not None and budget_left > 0 and len(running) < sched.max_num_running_reqs:
+            mgr = sched.kv_cache_manager  # its stats were drained by the last update_from_output
+            mgr.get_computed_blocks(head)
+            _add_stats(self.res.prefix_cache_stats, mgr.make_prefix_cache_stats(), steps)
         sched.prev_step_scheduled_req_ids = {req.request_id for req in running}
         sched.num_steps += steps
         self.res.num_steps += steps
