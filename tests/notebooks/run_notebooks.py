@@ -5,6 +5,9 @@ players in them step with no kernel, so re-run this after editing a notebook::
 
     .venv/bin/python tests/notebooks/run_notebooks.py            # all notebooks
     .venv/bin/python tests/notebooks/run_notebooks.py 03 07      # the ones starting 03_, 07_
+    .venv/bin/python tests/notebooks/run_notebooks.py zh/03      # the Chinese 03 (zh/ = all Chinese)
+
+"All notebooks" includes the Chinese ones (notebooks/zh/, kept in step by zh_sync.py).
 """
 
 from __future__ import annotations
@@ -15,19 +18,22 @@ from pathlib import Path
 import nbformat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _nbrun import execute, notebook_paths
+from _nbrun import NOTEBOOK_DIR, execute, notebook_paths
+from zh_sync import zh_notebook_paths
 
 
 def main(argv: list[str]) -> int:
     """Execute the selected notebooks (all when ``argv`` is empty); returns an exit status."""
-    paths = [p for p in notebook_paths() if not argv or any(p.name.startswith(a) for a in argv)]
+    every = notebook_paths() + zh_notebook_paths()
+    names = {p: p.relative_to(NOTEBOOK_DIR).as_posix() for p in every}
+    paths = [p for p in every if not argv or any(names[p].startswith(a) for a in argv)]
     if not paths:
         print(f"no notebook matches {argv}", file=sys.stderr)
         return 2
     for path in paths:
         nb, seconds = execute(path)
         nbformat.write(nb, path)
-        print(f"{path.name}: {len(nb.cells)} cells, {seconds:.1f} s")
+        print(f"{names[path]}: {len(nb.cells)} cells, {seconds:.1f} s")
     return 0
 
 

@@ -22,6 +22,7 @@ pytest.importorskip("ipykernel")
 from kvlab.course import exercises
 
 from _nbrun import NOTEBOOK_TIMEOUT_S, comparable_outputs, execute, notebook_paths, source_sha256
+from zh_sync import zh_notebook_paths
 
 PUBLIC_MODULES = {
     "kvlab", "kvlab.core", "kvlab.core.sched", "kvlab.trace", "kvlab.worker", "kvlab.kernels",
@@ -31,6 +32,9 @@ PUBLIC_MODULES = {
 
 NOTEBOOKS = notebook_paths()
 IDS = [p.stem for p in NOTEBOOKS]
+EXECUTED = NOTEBOOKS + zh_notebook_paths()
+"""Every notebook executed and stored with outputs: the English ones and the Chinese ones (zh/)."""
+EXECUTED_IDS = IDS + [f"zh-{p.stem}" for p in EXECUTED[len(NOTEBOOKS):]]
 
 
 def _read(path: Path) -> nbformat.NotebookNode:
@@ -73,7 +77,7 @@ def _kvlab_imports(tree: ast.AST) -> list[tuple[str, str | None]]:
     return found
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+@pytest.mark.parametrize("path", EXECUTED, ids=EXECUTED_IDS)
 def test_imports_only_the_public_api(path: Path) -> None:
     tree = ast.parse(_code(_read(path)))
     imports = _kvlab_imports(tree)
@@ -90,7 +94,7 @@ def test_imports_only_the_public_api(path: Path) -> None:
     assert "sys.path" not in _code(_read(path))
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+@pytest.mark.parametrize("path", EXECUTED, ids=EXECUTED_IDS)
 def test_stored_outputs_come_from_the_current_sources(path: Path) -> None:
     nb = _read(path)
     assert nb.metadata.get("kvlab", {}).get("source_sha256") == source_sha256(nb), (
@@ -103,7 +107,7 @@ def test_stored_outputs_come_from_the_current_sources(path: Path) -> None:
             assert all(o.output_type != "error" for o in cell.outputs), cell.source[:60]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+@pytest.mark.parametrize("path", EXECUTED, ids=EXECUTED_IDS)
 def test_players_are_stored_with_their_trace(path: Path) -> None:
     """The site plays the stored widget state: each TracePlayer output has its trace."""
     nb = _read(path)
@@ -142,7 +146,7 @@ def _model_available() -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+@pytest.mark.parametrize("path", EXECUTED, ids=EXECUTED_IDS)
 def test_runs_top_to_bottom(path: Path) -> None:
     nb = _read(path)
     if _needs_model(nb) and not _model_available():
