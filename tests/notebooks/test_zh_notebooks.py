@@ -11,6 +11,7 @@ outputs) is tested with the English notebooks in test_notebooks.py.
 from __future__ import annotations
 
 import re
+import unicodedata
 import warnings
 from pathlib import Path
 
@@ -113,6 +114,42 @@ def test_chinese_sentences_use_full_width_punctuation(path: Path) -> None:
     for cell in (c for c in zh.cells if c.cell_type == "markdown"):
         prose = re.sub(r"```.*?```|`[^`]*`|\$[^$]*\$", "", cell.source, flags=re.S)
         assert _HALF_WIDTH_AFTER_HAN.findall(prose) == [], f"{path.name} {cell.id}"
+
+
+def _is_punct(ch: str) -> bool:
+    return unicodedata.category(ch).startswith("P")
+
+
+def _broken_bold(text: str) -> list[str]:
+    """``**…**`` spans that CommonMark does not render as bold: a closing ``**`` after
+    punctuation must be followed by a space or punctuation (``**注意：**后文`` is not bold; write
+    ``**注意**：后文``), and an opening one before punctuation must follow a space or punctuation."""
+    bad = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        marks = [m.start() for m in re.finditer(r"\*\*", paragraph)]
+        for k, at in enumerate(marks):
+            before = paragraph[at - 1] if at > 0 else " "
+            after = paragraph[at + 2] if at + 2 < len(paragraph) else " "
+            free = lambda ch: ch.isspace() or _is_punct(ch)  # noqa: E731
+            if k % 2 == 1 and _is_punct(before) and not free(after):
+                bad.append(paragraph[max(0, at - 12):at + 6])
+            if k % 2 == 0 and _is_punct(after) and not free(before):
+                bad.append(paragraph[max(0, at - 6):at + 12])
+    return bad
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=ZH_IDS)
+def test_bold_text_renders(path: Path) -> None:
+    zh = _read(path)
+    for cell in (c for c in zh.cells if c.cell_type == "markdown"):
+        prose = re.sub(r"```.*?```|`[^`]*`", "``", cell.source, flags=re.S)
+        assert _broken_bold(prose) == [], f"{path.name} {cell.id}"
+
+
+def test_the_bold_check_knows_commonmark() -> None:
+    assert _broken_bold("**纠正：**学习笔记") == ["**纠正：**学习笔记"]
+    assert _broken_bold("**纠正**：学习笔记，**你将看到什么。** 一个 **29 个**（见下）") == []
+    assert _broken_bold("一个**（注）**") != []
 
 
 # The sync tool itself, on small notebooks.
