@@ -1,10 +1,15 @@
 """mkdocs hooks of the kvlab site: the notebooks and figures, and widgets that work offline.
 
-* ``on_files``: the course notebooks (``notebooks/NN_*.ipynb``) become ``tutorials/NN_*.ipynb``
-  pages and the figures (``figures/*.svg``) ``figures/*.svg``, read from where they live in the
-  repository (no copies under docs/). Runs before mkdocs-jupyter, which then renders the
-  notebooks from their stored outputs.
+* ``on_files``: the figures (``figures/*.svg``) become ``figures/*.svg`` and the course notebooks
+  (``notebooks/NN_*.ipynb``) ``tutorials/NN_*.ipynb`` pages, read from where they live in the
+  repository (no copies under docs/). The site is built once per language by
+  mkdocs-static-i18n (English at ``/``, Chinese at ``/zh/``); the notebooks are added after the
+  plugin has sorted the docs/ files by language, so that each language gets its own: on the
+  Chinese side ``notebooks/zh/NN_*.ipynb`` where it exists, else the English notebook under a
+  visible 「本节尚未翻译」 note. mkdocs-jupyter then renders them from their stored outputs.
 * ``on_nav``: hands mkdocs-jupyter the notebooks' source paths (see the function).
+* ``on_page_content``: on the Chinese side, a page shown in English (an untranslated notebook,
+  a page without a ``.zh.md`` version) says so at its top.
 * ``on_post_page``: nbconvert's page fragments load require.js and the Jupyter widget manager
   from CDNs (cdnjs, unpkg), and would load anywidget from jsDelivr; offline the players would be
   blank. The hook points them at the copies vendored under ``docs/assets/vendor`` (see
@@ -28,7 +33,28 @@ log = logging.getLogger("mkdocs.plugins.kvlab")
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
+ZH_NOTEBOOKS = NOTEBOOKS / "zh"
 FIGURES = REPO / "figures"
+DEFAULT_LANGUAGE = "en"
+
+UNTRANSLATED_NOTEBOOK = (
+    '<div class="admonition note kvlab-untranslated" lang="zh">'
+    '<p class="admonition-title">本节尚未翻译</p>'
+    "<p>本节的中文版尚未完成，下面是英文原版笔记本（代码与输出两种语言完全相同）。</p></div>"
+)
+UNTRANSLATED_PAGE = (
+    '<div class="admonition note kvlab-untranslated" lang="zh">'
+    '<p class="admonition-title">本页尚未翻译</p>'
+    "<p>本页暂无中文版，下面是英文原文。</p></div>"
+)
+API_PAGE = (
+    '<div class="admonition info kvlab-untranslated" lang="zh">'
+    '<p class="admonition-title">API 参考保留英文</p>'
+    "<p>本页由 kvlab 源码中的 docstring 自动生成，与代码一同维护，因此保留英文；"
+    '术语的中文译名见<a href="{glossary}">术语表</a>。</p></div>'
+)
+# Pages shown as they are on the Chinese side: already bilingual.
+BILINGUAL_PAGES = {"reference/glossary.md"}
 
 REQUIRE_CDN = "https://cdnjs.cloudflare.com/ajax/libs/require.js/2.1.10/require.min.js"
 WIDGETS_CDN = "https://unpkg.com/@jupyter-widgets/html-manager@*/dist/embed-amd.js"
@@ -78,14 +104,99 @@ def on_config(config):
     return config
 
 
-@event_priority(100)  # before mkdocs-jupyter's on_files wraps the notebooks
+def current_language(config) -> str:
+    """The language being built: mkdocs-static-i18n sets ``theme.language`` for each build."""
+    return config.theme.get("language") or DEFAULT_LANGUAGE
+
+
+def notebook_source(name: str, lang: str) -> tuple[Path, bool]:
+    """The notebook shown as ``tutorials/<name>`` in ``lang``, and whether it is translated.
+
+    Chinese: ``notebooks/zh/<name>`` if present, else the English notebook (not translated).
+    """
+    if lang != DEFAULT_LANGUAGE and (ZH_NOTEBOOKS / name).is_file():
+        return ZH_NOTEBOOKS / name, True
+    return NOTEBOOKS / name, lang == DEFAULT_LANGUAGE
+
+
+class _Alternate:
+    """What mkdocs-static-i18n's language switch reads of another language's page: its url."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+def on_pre_build(config) -> None:
+    """Start each language's build with mkdocs-autorefs' maps of this build only.
+
+    mkdocs-static-i18n builds the Chinese side with the same plugin objects; autorefs would
+    otherwise still hold the English side's anchors and warn that every API object has two
+    primary URLs (``reference/core/#...`` and ``zh/reference/core/#...``).
+    """
+    autorefs = config.plugins.get("autorefs")
+    if autorefs is None:
+        return
+    for name in ("_primary_url_map", "_secondary_url_map", "_title_map", "_breadcrumbs_map"):
+        mapping = getattr(autorefs, name, None)
+        if isinstance(mapping, dict):
+            mapping.clear()
+    backlinks = getattr(autorefs, "_backlinks", None)
+    if isinstance(backlinks, dict):
+        backlinks.clear()
+
+
+@event_priority(-200)  # after mkdocs-static-i18n (-100) has sorted docs/ by language
 def on_files(files: Files, config) -> Files:
-    """Add the course notebooks as tutorials/*.ipynb and the figures as figures/*.svg."""
-    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
-        files.append(File.generated(config, f"tutorials/{path.name}", abs_src_path=str(path)))
+    """Add the figures as figures/*.svg (one copy at the site's root, for both languages) and
+    the course notebooks as tutorials/NN_*.ipynb pages of the language being built.
+
+    The notebooks are wrapped for mkdocs-jupyter here (its own ``on_files`` has already run).
+    """
+    from mkdocs_jupyter.plugin import NotebookFile
+
     for path in sorted(FIGURES.glob("*.svg")):
         files.append(File.generated(config, f"figures/{path.name}", abs_src_path=str(path)))
+    lang = current_language(config)
+    languages = [lang_config.locale for lang_config in _i18n_languages(config)] or [lang]
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        source, translated = notebook_source(path.name, lang)
+        inner = File.generated(config, f"tutorials/{path.name}", abs_src_path=str(source))
+        file = NotebookFile(inner, **config)
+        if lang != DEFAULT_LANGUAGE:
+            file.dest_path = f"{lang}/{file.dest_path}"
+            file.abs_dest_path = str(Path(config.site_dir) / file.dest_path)
+            file.url = f"{lang}/{file.url}"
+        stem = f"tutorials/{path.stem}/"
+        file.locale = lang if translated else DEFAULT_LANGUAGE
+        file.locale_alternate_of = lang
+        file.alternates = {
+            other: _Alternate(stem if other == DEFAULT_LANGUAGE else f"{other}/{stem}")
+            for other in languages
+        }
+        file.kvlab_untranslated = not translated
+        files.append(file)
     return files
+
+
+def _i18n_languages(config) -> list:
+    plugin = config.plugins.get("i18n")
+    return list(plugin.config.languages) if plugin is not None else []
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """On the Chinese side, say at the top of a page that it is shown in English."""
+    if current_language(config) == DEFAULT_LANGUAGE:
+        return html
+    file = page.file
+    if getattr(file, "kvlab_untranslated", False):
+        return UNTRANSLATED_NOTEBOOK + html
+    src = getattr(file, "norm_src_uri", file.src_uri)
+    if getattr(file, "localization", None) or src in BILINGUAL_PAGES or src.endswith(".ipynb"):
+        return html
+    if src.startswith("reference/") and src != "reference/index.md":
+        glossary = get_relative_url(f"{current_language(config)}/reference/glossary/", page.url)
+        return API_PAGE.format(glossary=glossary) + html
+    return UNTRANSLATED_PAGE + html
 
 
 def on_nav(nav, config, files: Files):

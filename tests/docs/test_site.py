@@ -379,3 +379,172 @@ def test_predict_mode_asks_in_the_built_site_with_no_network(served: str) -> Non
             browser.close()
     assert remote == [], f"the page asked the network for {remote}"
     assert errors == []
+
+
+# ---------------------------------------------------------------------------- the Chinese side
+# The site is built in English (/) and Simplified Chinese (/zh/) by mkdocs-static-i18n: a page's
+# Chinese version is its docs/**/*.zh.md twin; docs/hooks.py shows the others in English under a
+# note, and puts notebooks/zh/NN_*.ipynb (else the English notebook, noted) on the Chinese side.
+ZH_TWINS = sorted(p.relative_to(DOCS) for p in DOCS.rglob("*.zh.md"))
+MUST_BE_TRANSLATED = [  # issue 11: these pages have a Chinese text, not a fallback
+    "index.md",
+    "tutorials/index.md",
+    "explanation/index.md",
+    "explanation/misconceptions.md",
+    "explanation/seed-map.md",
+    "explanation/errata.md",
+    "how-to/index.md",
+    "reference/index.md",
+]
+_SWITCH = re.compile(r'<a href="([^"]*)" hreflang="(en|zh)" class="md-select__link">')
+
+
+def _page_dir(md: Path) -> str:
+    """The site folder of a docs page (``explanation/design.md`` -> ``explanation/design/``)."""
+    stem = md.as_posix().removesuffix(".md").removesuffix(".zh")
+    if stem == "index":
+        return ""
+    return stem.removesuffix("/index") + "/"
+
+
+def _switch_targets(site: Path, page: Path) -> dict[str, Path]:
+    """Where the language switch of a built page leads, per language (as site paths)."""
+    html = page.read_text(encoding="utf-8")
+    found = {}
+    for href, lang in _SWITCH.findall(html):
+        target = (page.parent / href).resolve()
+        found[lang] = target / "index.html" if target.is_dir() or not target.suffix else target
+    return found
+
+
+@pytest.mark.slow
+def test_the_chinese_pages_are_their_translations(site: Path) -> None:
+    twins = {p.as_posix().replace(".zh.md", ".md") for p in ZH_TWINS}
+    assert set(MUST_BE_TRANSLATED) <= twins
+    for twin in ZH_TWINS:
+        page = site / "zh" / _page_dir(twin) / "index.html"
+        html = page.read_text(encoding="utf-8")
+        assert '<html lang="zh"' in html, page
+        assert "kvlab-untranslated" not in html, page
+        h1 = re.search(r"^# (.+)$", (DOCS / twin).read_text(encoding="utf-8"), re.M).group(1)
+        assert html_lib.escape(h1.replace("`", ""), quote=False)[:8] in html, (page, h1)
+        english = site / _page_dir(twin) / "index.html"
+        assert '<html lang="en"' in english.read_text(encoding="utf-8"), english
+    for md in sorted(DOCS.rglob("*.md")):
+        rel = md.relative_to(DOCS).as_posix()
+        if rel.endswith(".zh.md") or rel in twins:
+            continue
+        html = (site / "zh" / _page_dir(Path(rel)) / "index.html").read_text(encoding="utf-8")
+        noted = "kvlab-untranslated" in html
+        assert noted == (rel not in hooks.BILINGUAL_PAGES), rel  # English, and it says so
+
+
+@pytest.mark.slow
+def test_the_chinese_tutorials_are_the_zh_notebooks_or_say_they_are_not(site: Path) -> None:
+    for name in TUTORIALS:
+        html = (site / "zh" / "tutorials" / name / "index.html").read_text(encoding="utf-8")
+        zh = REPO / "notebooks" / "zh" / f"{name}.ipynb"
+        if zh.is_file():
+            assert "本节尚未翻译" not in html, name
+            title = nbformat.read(zh, as_version=4).cells[0].source.splitlines()[0].lstrip("# ")
+            assert html_lib.escape(title, quote=False)[:10] in html, name
+        else:
+            assert "本节尚未翻译" in html, name
+        assert 'type="application/vnd.jupyter.widget-state+json"' in html or "kvlab-player" not in html
+        assert hooks.remote_loads(html) == [], name
+
+
+@pytest.mark.slow
+def test_every_page_has_a_language_switch_to_its_counterpart(site: Path) -> None:
+    pages = [
+        p
+        for p in sorted(site.rglob("index.html"))
+        if "assets" not in p.relative_to(site).parts
+    ]
+    english = [p for p in pages if p.relative_to(site).parts[0] != "zh"]
+    assert len(english) > 30
+    for page in english:
+        rel = page.relative_to(site)
+        targets = _switch_targets(site, page)
+        assert targets == {"en": page.resolve(), "zh": (site / "zh" / rel).resolve()}, rel
+        back = _switch_targets(site, site / "zh" / rel)
+        assert back == targets, rel
+    assert len(pages) == 2 * len(english)  # every Chinese page is the twin of an English one
+
+
+@pytest.mark.slow
+def test_the_search_index_holds_segmented_chinese(site: Path) -> None:
+    import json
+
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    assert "zh" in index["config"]["lang"] and "\\u200b" in index["config"]["separator"]
+    zh = [d for d in index["docs"] if d["location"].startswith("zh/")]
+    misconceptions = [d for d in zh if d["location"].startswith("zh/explanation/misconceptions/")]
+    assert misconceptions and "\u200b" in misconceptions[0]["text"]  # jieba's word breaks
+    words = {w for d in zh for w in re.split("[\\s\u200b\\-]+", d["text"])}
+    assert {"前缀", "缓存"} <= words or "前缀缓存" in words
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium (apt-get install chromium)")
+def test_switch_to_chinese_search_and_step_a_player_with_no_network(served: str) -> None:
+    """English home -> language switch -> Chinese home; a Chinese search finds pages; a Chinese
+    tutorial's player steps, all with every non-local request blocked."""
+    playwright = pytest.importorskip("playwright.sync_api")
+
+    trace = _trace_of_notebook_3()
+    remote: list[str] = []
+    errors: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=_chromium(),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        try:
+            page = browser.new_page()
+
+            def route(r):
+                if r.request.url.startswith(served) or r.request.url.startswith(("data:", "blob:")):
+                    r.continue_()
+                else:
+                    remote.append(r.request.url)
+                    r.abort()
+
+            page.route("**/*", route)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(served)
+            assert page.locator("html").get_attribute("lang") == "en"
+            page.locator(".md-header .md-select").first.hover()
+            page.locator("a.md-select__link[hreflang=zh]").click()
+            page.wait_for_url(served + "zh/")
+            assert page.locator("html").get_attribute("lang") == "zh"
+            assert "通过实际运行来学习" in page.locator("article").inner_text()
+
+            page.locator("input.md-search__input").click()
+            page.locator("input.md-search__input").fill("前缀缓存")
+            page.wait_for_selector(".md-search-result__item", timeout=30_000)
+            links = page.eval_on_selector_all(
+                ".md-search-result__item > a", "els => els.map(e => e.getAttribute('href'))"
+            )
+            assert any("/zh/explanation/misconceptions/" in link for link in links), links
+
+            page.goto(served + "zh/tutorials/03_the_lru_free_queue/")
+            page.wait_for_selector(".kvlab-player", timeout=30_000)
+            root = page.locator(".kvlab-player").first
+
+            def index() -> int:
+                seen = root.evaluate(READ_PLAYER)
+                at = int(re.search(r"(-?\d+)", seen["caption"]).group(1))
+                assert seen["chips"] == trace.state_at(at).free_queue_order(), at
+                return at
+
+            assert index() == -1
+            stepped = []
+            for _ in range(5):
+                root.locator("button.kvlab-btn", has_text=re.compile(r"^▶$")).click()  # step into
+                stepped.append(index())
+            assert stepped == [0, 1, 2, 3, 4], stepped
+        finally:
+            browser.close()
+    assert remote == [], f"the page asked the network for {remote}"
+    assert errors == []
