@@ -174,6 +174,7 @@ def on_files(files: Files, config) -> Files:
             for other in languages
         }
         file.kvlab_untranslated = not translated
+        file.kvlab_english_source = path if source != path else None
         files.append(file)
     return files
 
@@ -183,6 +184,72 @@ def _i18n_languages(config) -> list:
     return list(plugin.config.languages) if plugin is not None else []
 
 
+_HEADING = re.compile(r"^(#{2,3}) (.+)$", re.M)
+_HEADING_HTML = re.compile(r'<h([23]) id="([^"]*)".*?</h\1>', re.DOTALL)
+
+
+def heading_slugs(notebook: Path) -> list[str]:
+    """The ids mkdocs gives the ``##``/``###`` headings of a notebook's markdown, in order."""
+    import nbformat
+    from markdown.extensions.toc import slugify
+
+    nb = nbformat.read(notebook, as_version=4)
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            found += [slugify(re.sub(r"[`*]", "", m.group(2)), "-") for m in _HEADING.finditer(cell.source)]
+    return found
+
+
+def english_anchors(html: str, page, english: Path) -> str:
+    """Give a Chinese notebook's section headings the ids of the English notebook's.
+
+    Links into a section (``12_misconceptions.ipynb#5-evict_blocks-is-the-lru-eviction``, from
+    the errata and the seed map, on both sides) then work in both languages, and switching the
+    language keeps the reader's place. Only when both notebooks have the same headings, one for
+    one (the translation keeps the cells); otherwise the Chinese ids stay.
+    """
+    headings = list(_HEADING_HTML.finditer(html))
+    slugs = heading_slugs(english)
+    if len(headings) != len(slugs):
+        log.info("%s: %d headings, English %d: ids kept", page.file.src_uri, len(headings), len(slugs))
+        return html
+    renamed = {}
+    out, last = [], 0
+    for match, new in zip(headings, slugs):
+        old = match.group(2)
+        renamed[old] = new
+        segment = match.group(0).replace(f'id="{old}"', f'id="{new}"', 1)
+        segment = segment.replace(f'href="#{old}"', f'href="#{new}"')
+        out += [html[last : match.start()], segment]
+        last = match.end()
+    out.append(html[last:])
+
+    def rename(items) -> None:
+        for item in items:
+            item.id = renamed.get(item.id, item.id)
+            rename(item.children)
+
+    rename(page.toc or [])
+    return "".join(out)
+
+
+def on_page_context(context, page, config, nav):
+    """Make the language switch's links site-relative (runs after mkdocs-static-i18n's).
+
+    The plugin leaves the home pages' links absolute (``/``, ``/zh/``), which break when the
+    site is opened from a folder or served under a path; ``./`` and ``zh/`` are resolved
+    against the site's root by the theme's ``url`` filter, like every other link.
+    """
+    # the plugin sets config.extra.alternate as an attribute (what the theme reads)
+    alternates = getattr(config.extra, "alternate", None) or config.extra.get("alternate") or []
+    for alternate in alternates:
+        link = alternate.get("link", "")
+        if link.startswith("/") and not link.startswith("//"):
+            alternate["link"] = link.lstrip("/") or "./"
+    return context
+
+
 def on_page_content(html: str, page, config, files) -> str:
     """On the Chinese side, say at the top of a page that it is shown in English."""
     if current_language(config) == DEFAULT_LANGUAGE:
@@ -190,6 +257,8 @@ def on_page_content(html: str, page, config, files) -> str:
     file = page.file
     if getattr(file, "kvlab_untranslated", False):
         return UNTRANSLATED_NOTEBOOK + html
+    if getattr(file, "kvlab_english_source", None) is not None:
+        return english_anchors(html, page, file.kvlab_english_source)
     src = getattr(file, "norm_src_uri", file.src_uri)
     if getattr(file, "localization", None) or src in BILINGUAL_PAGES or src.endswith(".ipynb"):
         return html

@@ -393,7 +393,11 @@ MUST_BE_TRANSLATED = [  # issue 11: these pages have a Chinese text, not a fallb
     "explanation/misconceptions.md",
     "explanation/seed-map.md",
     "explanation/errata.md",
+    "explanation/design.md",
+    "explanation/fidelity.md",
+    "explanation/trace-format.md",
     "how-to/index.md",
+    "how-to/teach-a-class.md",
     "reference/index.md",
 ]
 _SWITCH = re.compile(r'<a href="([^"]*)" hreflang="(en|zh)" class="md-select__link">')
@@ -448,6 +452,9 @@ def test_the_chinese_tutorials_are_the_zh_notebooks_or_say_they_are_not(site: Pa
             assert "本节尚未翻译" not in html, name
             title = nbformat.read(zh, as_version=4).cells[0].source.splitlines()[0].lstrip("# ")
             assert html_lib.escape(title, quote=False)[:10] in html, name
+            english = (site / "tutorials" / name / "index.html").read_text(encoding="utf-8")
+            ids = re.compile(r'<h[23] id="([^"]*)"')
+            assert ids.findall(html) == ids.findall(english), name  # links into sections work
         else:
             assert "本节尚未翻译" in html, name
         assert 'type="application/vnd.jupyter.widget-state+json"' in html or "kvlab-player" not in html
