@@ -10,7 +10,9 @@
 * Player: ``TracePlayer`` (an anywidget; needs ``kvlab[lab]``, imported on first use) and
   ``export_html`` (a self-contained page with the same player; no extra packages), or
   ``player_html`` fragments inside ``html_page`` for several players on one page. Their
-  ``predict=`` option asks the learner before each decision of a kind (``quiz_points``).
+  ``predict=`` option asks the learner before each decision of a kind (``quiz_points``); their
+  ``lang=`` (``"en"`` / ``"zh"``, default the current language) labels them in English or
+  Chinese (``player_labels``).
 * Data behind the views: ``block_cells``, ``free_queue_window``, ``build_hash_tree``,
   ``slot_layout``, ``fixed_point_rows``, ``Navigator`` (the player's stepping rules),
   ``encode_trace`` (the compact form the player's JavaScript reads).
@@ -44,6 +46,7 @@ from kvlab.viz.sources import vllm_source, vllm_source_url
 from kvlab.viz.figures import to_svg, write_figures
 from kvlab.viz.hash_tree import HashTree, build_hash_tree
 from kvlab.viz.navigation import Navigator
+from kvlab.viz.player_strings import player_labels
 from kvlab.viz.predict import PREDICT_KINDS, QuizPoint, quiz_points
 from kvlab.viz.snapshot import (
     BlockCell,
@@ -104,6 +107,7 @@ __all__ = [
     "hash_chain_dot",
     "html_page",
     "player_html",
+    "player_labels",
     "quiz_points",
     "render_allocate_slots",
     "render_block_table",

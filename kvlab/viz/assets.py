@@ -15,10 +15,10 @@ from importlib.resources import files
 
 __all__ = ["JS_SOURCES", "player_css", "player_esm", "player_script", "static_text"]
 
-JS_SOURCES = ("replay.js", "predict.js", "views.js", "player.js")
+JS_SOURCES = ("i18n.js", "replay.js", "predict.js", "views.js", "player.js")
 """Bundle order: each file only imports from the ones before it."""
 
-_LOCAL_IMPORT = re.compile(r'^import \{[^}]*\} from "\./[a-z_]+\.js";\n', re.MULTILINE)
+_LOCAL_IMPORT = re.compile(r'^import \{[^}]*\} from "\./[a-z0-9_]+\.js";\n', re.MULTILINE)
 
 
 def static_text(name: str) -> str:

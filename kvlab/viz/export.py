@@ -3,7 +3,8 @@
 The page inlines the player's CSS and JavaScript (the same code the TracePlayer widget runs)
 and the trace in compact form; a twenty-line model stand-in plays the part of the widget
 model (``get`` / ``set`` / ``on`` / ``off`` / ``save_changes``). It opens from ``file://``
-and loads nothing else: no CDN, no fonts, no require.js.
+and loads nothing else: no CDN, no fonts, no require.js. ``lang`` (``en`` / ``zh``; default: the
+current language, ``kvlab.i18n.language()``) picks the labels and the predict mode's questions.
 
 Examples:
     >>> export_html(trace, "report/trace.html", title="two requests share a prefix")  # doctest: +SKIP
@@ -18,8 +19,10 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from kvlab.i18n import N_, check_language, language, translations, use_language
 from kvlab.viz.assets import player_css, player_script
 from kvlab.viz.encode import encode_trace
+from kvlab.viz.player_strings import player_labels
 from kvlab.viz.predict import check_predict_kinds, quiz_points
 
 __all__ = ["default_views", "export_html", "html_page", "player_html"]
@@ -55,6 +58,9 @@ _DEFAULTS = {
     "predict": [],
 }
 
+_DEFAULT_TITLE = N_("kvlab trace")
+_HTML_LANG = {"en": "en", "zh": "zh-Hans"}  # the page's <html lang>: Simplified Chinese fonts
+
 _PAGE_CSS = "body { margin: 24px; font-family: system-ui, sans-serif; }"
 
 _MODEL_SHIM = """
@@ -85,21 +91,30 @@ def _json_for_script(value: Any) -> str:
     return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
 
 
-def player_html(trace: Any, element_id: str = "kvlab-player", **state: Any) -> str:
+def _language(lang: str | None) -> str:
+    return language() if lang is None else check_language(lang)
+
+
+def player_html(
+    trace: Any, element_id: str = "kvlab-player", lang: str | None = None, **state: Any
+) -> str:
     """The HTML fragment of one player (its container and its state); needs the page scripts.
 
     Args:
         trace: A kvlab.trace.Trace.
         element_id: The container's id (unique within the page).
+        lang: The player's language (``en``, ``zh``; None = the current language): its labels
+            (``kvlab.viz.player_strings``) and predict questions.
         **state: Initial widget state (index, views, requests, speed, ...; see TracePlayer);
             ``predict`` (kinds from ``kvlab.viz.predict.PREDICT_KINDS``) turns on the predict
             mode, its questions computed here and inlined.
 
     Raises:
-        ValueError: If a state key is not a player setting, index is out of range, or a
-            predict kind is unknown.
+        ValueError: If a state key is not a player setting, index is out of range, a predict
+            kind is unknown, or ``lang`` is not en / zh.
         TypeError: If ``predict`` is a bare string, not a list of kinds.
     """
+    lang = _language(lang)
     unknown = sorted(set(state) - set(_DEFAULTS))
     if unknown:
         raise ValueError(f"unknown player setting(s) {unknown}; settings are {sorted(_DEFAULTS)}")
@@ -109,7 +124,9 @@ def player_html(trace: Any, element_id: str = "kvlab-player", **state: Any) -> s
         raise ValueError(f"index must be in [-1, {len(trace)}), got {full['index']}")
     kinds = check_predict_kinds(full["predict"])
     full["predict"] = list(kinds)
-    full["quiz"] = [p.to_dict() for p in quiz_points(trace, kinds)] if kinds else []
+    with use_language(lang):
+        full["quiz"] = [p.to_dict() for p in quiz_points(trace, kinds)] if kinds else []
+    full["lang"], full["labels"] = lang, player_labels(lang)
     eid = html.escape(element_id, quote=True)
     return (
         f'<div id="{eid}"></div>\n'
@@ -117,18 +134,28 @@ def player_html(trace: Any, element_id: str = "kvlab-player", **state: Any) -> s
     )
 
 
-def html_page(body: str, title: str = "kvlab trace", description: str = "") -> str:
+def html_page(
+    body: str, title: str | None = None, description: str = "", lang: str | None = None
+) -> str:
     """A complete page around player fragments (``player_html``): CSS, player script, shim.
 
     Args:
         body: HTML holding one or more ``player_html`` fragments (and anything else).
-        title: Page title and heading (plain text).
+        title: Page title and heading (plain text); None = "kvlab trace" in ``lang``.
         description: A paragraph under the heading (plain text).
+        lang: The page's language (``en``, ``zh``; None = the current language): its
+            ``<html lang>`` and default title.
+
+    Raises:
+        ValueError: If ``lang`` is not en / zh.
     """
+    lang = _language(lang)
+    if title is None:
+        title = translations(lang).gettext(_DEFAULT_TITLE)
     return "\n".join(
         [
             "<!doctype html>",
-            '<html lang="en">',
+            f'<html lang="{_HTML_LANG[lang]}">',
             "<head>",
             '<meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -150,8 +177,9 @@ def html_page(body: str, title: str = "kvlab trace", description: str = "") -> s
 def export_html(
     trace: Any,
     path: str | PathLike[str],
-    title: str = "kvlab trace",
+    title: str | None = None,
     description: str = "",
+    lang: str | None = None,
     **state: Any,
 ) -> Path:
     """Write a self-contained page that plays ``trace`` (player JS/CSS and trace inlined).
@@ -159,8 +187,12 @@ def export_html(
     Args:
         trace: A kvlab.trace.Trace.
         path: Output file; parent folders are created.
-        title: Page title and heading.
+        title: Page title and heading; None = "kvlab trace" in ``lang``.
         description: A paragraph under the heading (plain text).
+        lang: The player's language, ``"en"`` or ``"zh"`` (``zh_CN.UTF-8`` and the like are
+            accepted): labels, captions and predict questions; identifiers (block_id, ref_cnt
+            ...) stay vLLM's. None (default) = the current language (``kvlab.i18n.language()``:
+            ``use_language``, else ``KVLAB_LANG`` / ``LANG`` ...).
         **state: Initial player state (index, views, requests, speed, ...); ``predict=("evict",
             "hit", "popleft")`` (any of them) asks the learner before each such decision.
 
@@ -168,11 +200,12 @@ def export_html(
         The path written.
 
     Raises:
-        ValueError: If a state key is unknown, index is out of range or a predict kind is
-            unknown (nothing is written).
+        ValueError: If a state key is unknown, index is out of range, a predict kind is
+            unknown or ``lang`` is not en / zh (nothing is written).
         TypeError: If ``predict`` is a bare string (nothing is written).
     """
-    page = html_page(player_html(trace, **state), title, description)
+    lang = _language(lang)
+    page = html_page(player_html(trace, lang=lang, **state), title, description, lang)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")

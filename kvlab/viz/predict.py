@@ -3,9 +3,11 @@
 For each decision of a chosen kind, ``quiz_points`` derives from the trace (and the state
 replayed up to that moment) a question, 2-4 choices (the truth and plausible wrong answers
 drawn from the same state), the index of the right one and a one-line explanation in vLLM's
-terms. The player's JavaScript (``static/predict.js``) stops a forward step at ``ask``, shows
-the question, and moves to ``reveal`` once answered: no kernel needed, so the mode works in
-JupyterLab, in an ``export_html`` page and on the static site alike.
+terms, in the current language (``kvlab.i18n``: the player computes them inside
+``use_language(lang)``; identifiers stay vLLM's). The player's JavaScript
+(``static/predict.js``) stops a forward step at ``ask``, shows the question, and moves to
+``reveal`` once answered: no kernel needed, so the mode works in JupyterLab, in an
+``export_html`` page and on the static site alike.
 
 ==========  =====================================  =========================  ====================
 kind        decision (revealed by the event)       ask (cursor shown)         truth
@@ -37,6 +39,7 @@ from dataclasses import asdict, dataclass
 from itertools import islice
 from typing import Any
 
+from kvlab.i18n import _, ngettext
 from kvlab.trace import Call, EventKind, KVState
 from kvlab.trace.replay import replay_into
 from kvlab.viz.calls import block_size_of, fixed_point_rows
@@ -146,11 +149,16 @@ def quiz_points(trace: Any, kinds: Iterable[str] = PREDICT_KINDS) -> list[QuizPo
 # ---------------------------------------------------------------------- popleft
 def _blocks_label(block_ids: list[int]) -> str:
     if len(block_ids) == 1:
-        return f"block {block_ids[0]}"
+        return _("block {b}").format(b=block_ids[0])
     if len(block_ids) <= _SHOWN:
-        return "blocks " + ", ".join(map(str, block_ids))
+        return _("blocks {ids}").format(ids=", ".join(map(str, block_ids)))
     head, tail = ", ".join(map(str, block_ids[:4])), ", ".join(map(str, block_ids[-2:]))
-    return f"blocks {head}, …, {tail} ({len(block_ids)})"
+    return _("blocks {head}, …, {tail} ({n})").format(head=head, tail=tail, n=len(block_ids))
+
+
+def _then(first: str, second: str) -> str:
+    """Two sentences one after the other (a space in English, none in Chinese)."""
+    return _("{first} {second}").format(first=first, second=second)
 
 
 def _popleft(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | None:
@@ -166,25 +174,38 @@ def _popleft(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | N
     if options is None:
         return None
     call = trace.call(reveal) if trace.parent(reveal) >= 0 else None
-    who = f"{call.name} for request {call.request!r}" if call and call.request else "the pool"
+    if call and call.request:
+        who = _("{call} for request {request}").format(call=call.name, request=repr(call.request))
+    else:
+        who = _("the pool")
     how = "popleft()" if single else f"popleft_n({n})"
-    which = "blocks does it take, in order" if n > 1 else "block does it take"
-    question = (
-        f"{who} needs {n} new block{'s' if n > 1 else ''}: get_new_blocks calls {how} on the "
-        f"free queue ({len(queue)} free). Which {which}?"
-    )
-    cached = [b for b in taken if state.block_hash[b] >= 0]
-    explanation = (
-        f"{how} takes the head of the free_block_queue: the least recently freed "
-        f"block{'s' if n > 1 else ''} (LRU), {_blocks_label(taken)}; the tail holds the most "
-        f"recently freed, taken last."
-    )
-    if cached:
-        one = len(cached) == 1
-        explanation += (
-            f" {_blocks_label(cached).capitalize()} still hold{'s' if one else ''} a block_hash "
-            f"and {'is' if one else 'are'} evicted from the prefix cache now."
+    many = 2 if n > 1 else 1  # ngettext's count: the plural for more than one block
+    if n > 1:  # two questions, not two forms: only the plural asks for an order
+        question = _(
+            "{who} needs {n} new blocks: get_new_blocks calls {how} on the free queue ({free} "
+            "free). Which blocks does it take, in order?"
         )
+    else:
+        question = _(
+            "{who} needs {n} new block: get_new_blocks calls {how} on the free queue ({free} "
+            "free). Which block does it take?"
+        )
+    question = question.format(who=who, n=n, how=how, free=len(queue))
+    cached = [b for b in taken if state.block_hash[b] >= 0]
+    explanation = ngettext(
+        "{how} takes the head of the free_block_queue: the least recently freed block (LRU), "
+        "{blocks}; the tail holds the most recently freed, taken last.",
+        "{how} takes the head of the free_block_queue: the least recently freed blocks (LRU), "
+        "{blocks}; the tail holds the most recently freed, taken last.",
+        many,
+    ).format(how=how, blocks=_blocks_label(taken))
+    if cached:
+        evicted = ngettext(
+            "{blocks} still holds a block_hash and is evicted from the prefix cache now.",
+            "{blocks} still hold a block_hash and are evicted from the prefix cache now.",
+            len(cached),
+        ).format(blocks=_blocks_label(cached).capitalize())
+        explanation = _then(explanation, evicted)
     return QuizPoint("popleft", ask, reveal, question, *options, explanation)
 
 
@@ -204,31 +225,39 @@ def _evict(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | Non
     # Wrong answers: the first block popped, the oldest cached block left in the queue, the
     # last cached block popped (reverse order), any other popped block.
     candidates = [truth, popped[0], *still_free, *hashed[-1:], popped[-1], *popped]
-    options = _options(reveal, [(b, f"block {b}") for b in candidates])
+    options = _options(reveal, [(b, _("block {b}").format(b=b)) for b in candidates])
     if options is None:
         return None
-    question = (
-        f"get_new_blocks just took {_blocks_label(popped)} with popleft_n. Which block loses "
-        f"its block_hash first (evicted from cached_block_hash_to_block)?"
-    )
+    question = _(
+        "get_new_blocks just took {blocks} with popleft_n. Which block loses its block_hash "
+        "first (evicted from cached_block_hash_to_block)?"
+    ).format(blocks=_blocks_label(popped))
     skipped = popped[: popped.index(truth)]
-    why = (
-        f"{_blocks_label(skipped)} hold{'s' if len(skipped) == 1 else ''} no hash, so "
-        if skipped
-        else ""
-    )
     later = []
     for j in range(reveal + 1, len(trace)):
         if trace.cols.kind[j] != K.BLOCK_REMOVED:
             break
         later.append(int(trace.cols.a[j]))
-    then = f" ({_blocks_label(later)} next)" if later else ""
-    explanation = (
-        f"Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
-        f"block_hash (_maybe_evict_cached_block), in popleft order; {why}block {truth} "
-        f"(hash {trace[reveal]['hash']}) is first{then}. Cached blocks still in the free queue "
-        f"keep their hash."
-    )
+    then = _(" ({blocks} next)").format(blocks=_blocks_label(later)) if later else ""
+    facts = {"b": truth, "hash": trace[reveal]["hash"], "then": then}
+    if skipped:
+        explanation = ngettext(
+            "Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
+            "block_hash (_maybe_evict_cached_block), in popleft order; {skipped} holds no hash, "
+            "so block {b} (hash {hash}) is first{then}. Cached blocks still in the free queue "
+            "keep their hash.",
+            "Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
+            "block_hash (_maybe_evict_cached_block), in popleft order; {skipped} hold no hash, "
+            "so block {b} (hash {hash}) is first{then}. Cached blocks still in the free queue "
+            "keep their hash.",
+            len(skipped),
+        ).format(skipped=_blocks_label(skipped), **facts)
+    else:
+        explanation = _(
+            "Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
+            "block_hash (_maybe_evict_cached_block), in popleft order; block {b} (hash {hash}) "
+            "is first{then}. Cached blocks still in the free queue keep their hash."
+        ).format(**facts)
     return QuizPoint("evict", ask, reveal, question, *options, explanation)
 
 
@@ -245,12 +274,17 @@ def _hit(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | None:
     picked = sorted([truth, *others[:3]])
     if len(picked) < 2:
         return None
-    question = (
-        f"get_computed_blocks for request {call.request!r}: {num_tokens} tokens, {num_hashes} "
-        f"full block{'s' if num_hashes != 1 else ''} hashed ({bs} tokens per block). How many "
-        f"tokens hit the prefix cache (num_new_computed_tokens)?"
-    )
-    labels = tuple(f"{v} token{'s' if v != 1 else ''}" for v in picked)
+    question = ngettext(
+        "get_computed_blocks for request {request}: {tokens} tokens, {n} full block hashed "
+        "({size} tokens per block). How many tokens hit the prefix cache "
+        "(num_new_computed_tokens)?",
+        "get_computed_blocks for request {request}: {tokens} tokens, {n} full blocks hashed "
+        "({size} tokens per block). How many tokens hit the prefix cache "
+        "(num_new_computed_tokens)?",
+        num_hashes,
+    ).format(request=repr(call.request), tokens=num_tokens, n=num_hashes, size=bs)
+    # NOTE: the player's own labels (player_strings.py), so both forms are plain messages.
+    labels = tuple((_("{n} token") if v == 1 else _("{n} tokens")).format(n=v) for v in picked)
     return QuizPoint("hit", ask, reveal, question, labels, tuple(picked), picked.index(truth),
                      _hit_reason(trace, call, truth, bs))  # fmt: skip
 
@@ -259,48 +293,51 @@ def _hit_reason(trace: Any, call: Call, truth: int, bs: int) -> str:
     num_tokens, num_hashes = int(call.args["num_tokens"]), int(call.args["num_block_hashes"])
     rows = fixed_point_rows(trace, call)
     if rows:
-        turns = "; ".join(
-            f"iteration {r.iteration}, {group_label(trace.config, r.kv_cache_group_ids[0])}: "
-            f"{r.hit_length_in} -> {r.hit_length_out}"
+        turns = _("; ").join(
+            _("iteration {iteration}, {group}: {hit_in} -> {hit_out}").format(
+                iteration=r.iteration, group=group_label(trace.config, r.kv_cache_group_ids[0]),
+                hit_in=r.hit_length_in, hit_out=r.hit_length_out)
             for r in rows
-        )
-        return (
-            f"The hybrid fixed point (HybridKVCacheCoordinator) settles at {truth} tokens "
-            f"({turns})."
-        )
+        )  # fmt: skip
+        return _(
+            "The hybrid fixed point (HybridKVCacheCoordinator) settles at {truth} tokens ({turns})."
+        ).format(truth=truth, turns=turns)
     looked_up = trace.filter(K.LOOKED_UP, start=call.begin, stop=call.end)
     probes = (trace.cols.b[looked_up] >= 0).tolist()  # block_id -1 = a miss
     cap_blocks = (num_tokens - 1) // bs
     if not probes:
         if min(cap_blocks, num_hashes) == 0:
-            return (
-                f"No full block can hit: the cap num_tokens - 1 = {num_tokens - 1} tokens holds "
-                f"{cap_blocks} full blocks of {bs}, and {num_hashes} are hashed."
-            )
-        return (
+            return _(
+                "No full block can hit: the cap num_tokens - 1 = {cap} tokens holds {cap_blocks} "
+                "full blocks of {size}, and {hashes} are hashed."
+            ).format(cap=num_tokens - 1, cap_blocks=cap_blocks, size=bs, hashes=num_hashes)
+        return _(
             "No block is looked up: prefix caching is off (enable_caching=False) or the "
             "request skips reading the prefix cache (skip_reading_prefix_cache)."
         )
     manager = (trace.config.get("groups") or [{}])[0].get("manager")
     if manager != "FullAttentionManager":
-        return f"{manager}.find_longest_cache_hit finds {truth} tokens ({len(probes)} lookups)."
+        found = _("{manager}.find_longest_cache_hit finds {truth} tokens ({lookups} lookups).")
+        return found.format(manager=manager, truth=truth, lookups=len(probes))
     hits = probes.index(False) if False in probes else len(probes)
     if False in probes:
-        rule = (f"block {hits}'s block_hash is not in cached_block_hash_to_block, and the "
-                f"chained hashes stop the scan there: {hits} full blocks hit")  # fmt: skip
+        rule = _("block {hits}'s block_hash is not in cached_block_hash_to_block, and the "
+                 "chained hashes stop the scan there: {hits} full blocks hit")  # fmt: skip
+        rule = rule.format(hits=hits)
     elif hits == cap_blocks < num_hashes:
-        rule = (f"every probed block hits, and the cap binds: at most num_tokens - 1 = "
-                f"{num_tokens - 1} tokens may hit (one token is left to compute logits), "
-                f"{cap_blocks} full blocks")  # fmt: skip
+        rule = _("every probed block hits, and the cap binds: at most num_tokens - 1 = {cap} "
+                 "tokens may hit (one token is left to compute logits), {cap_blocks} full "
+                 "blocks").format(cap=num_tokens - 1, cap_blocks=cap_blocks)  # fmt: skip
     else:
-        rule = (f"all {hits} full blocks hit; the last {num_tokens - hits * bs} tokens "
-                f"(the partial block) are recomputed")  # fmt: skip
-    out = (
-        f"find_longest_cache_hit scans the block hashes left to right: {rule} = {hits * bs} tokens."
-    )
+        rule = _("all {hits} full blocks hit; the last {rest} tokens (the partial block) are "
+                 "recomputed").format(hits=hits, rest=num_tokens - hits * bs)  # fmt: skip
+    out = _(
+        "find_longest_cache_hit scans the block hashes left to right: {rule} = {tokens} tokens."
+    ).format(rule=rule, tokens=hits * bs)
     if truth != hits * bs:
-        cut = "EAGLE drops the last matched block" if trace.config.get("use_eagle") else "alignment"
-        out += f" Then {cut}: {truth} tokens."
+        eagle = trace.config.get("use_eagle")
+        cut = _("EAGLE drops the last matched block") if eagle else _("alignment")
+        out = _then(out, _("Then {cut}: {truth} tokens.").format(cut=cut, truth=truth))
     return out
 
 

@@ -4,9 +4,10 @@ The widget is a small Python model with synced traitlets and a view written in J
 (``kvlab/viz/static``): the trace travels once, in compact columnar form (``encode_trace``),
 and the JavaScript replays it with checkpoints and draws the pool grid, free queue, block
 table, token positions -> slots, allocate_slots' layout, the hybrid fixed point, hash chains
-and events (``VIEWS``; each computed from the trace alone). Stepping works in the browser alone, so a saved notebook or an
-``export_html`` page plays without a kernel; the Python methods below move the same cursor
-from code (the same rules: ``kvlab.viz.navigation``).
+and events (``VIEWS``; each computed from the trace alone), labelled in the player's
+language (``lang``: English or Chinese, ``kvlab.viz.player_strings``). Stepping works in the
+browser alone, so a saved notebook or an ``export_html`` page plays without a kernel; the
+Python methods below move the same cursor from code (the same rules: ``kvlab.viz.navigation``).
 
 Needs the optional packages ``anywidget`` and ``ipywidgets`` (``pip install kvlab[lab]``);
 ``import kvlab.viz`` works without them and only ``TracePlayer`` asks for them.
@@ -31,11 +32,13 @@ except ImportError as exc:  # pragma: no cover - exercised where the extra is mi
         "(tested with anywidget==0.11.0, ipywidgets==8.1.9)"
     ) from exc
 
+from kvlab.i18n import check_language, language, use_language
 from kvlab.trace import Event, EventKind, KVState
 from kvlab.viz.assets import player_css, player_esm
 from kvlab.viz.encode import FORMAT, encode_trace
 from kvlab.viz.export import default_views
 from kvlab.viz.navigation import Navigator
+from kvlab.viz.player_strings import player_labels
 from kvlab.viz.predict import PREDICT_KINDS, check_predict_kinds, quiz_points
 
 __all__ = ["DEFAULT_VIEWS", "VIEWS", "TracePlayer"]
@@ -72,11 +75,16 @@ class TracePlayer(anywidget.AnyWidget):
         predict: Predict mode: decision kinds from ``PREDICT_KINDS`` (``"evict"``, ``"hit"``,
             ``"popleft"``) before which a forward step stops and asks the learner (the ``quiz``
             trait, from ``kvlab.viz.predict.quiz_points``); () = off.
+        lang: The player's language, ``"en"`` or ``"zh"`` (``zh_CN.UTF-8`` and the like are
+            accepted): labels, captions and the predict mode's questions; identifiers (block_id,
+            ref_cnt, allocate_slots ...) stay vLLM's. None (default) = the current language
+            (``kvlab.i18n.language()``: ``use_language``, else ``KVLAB_LANG`` / ``LANG`` ...).
         **kwargs: Initial values of the other traits (views, requests, speed, ...).
 
     Raises:
         traitlets.TraitError: If a trait value is invalid (index out of range, unknown view,
-            request or event kind, non-positive speed, unknown predict kind, ...).
+            request or event kind, non-positive speed, unknown predict kind, a language other
+            than en / zh, ...).
     """
 
     _esm = player_esm()
@@ -109,6 +117,12 @@ class TracePlayer(anywidget.AnyWidget):
     quiz = t.List(
         t.Dict(), [], read_only=True, help="the predict mode's questions (kvlab.viz.predict)"
     ).tag(sync=True)
+    lang = t.Unicode("en", help="the player's language: en or zh (kvlab.i18n.LANGUAGES)").tag(
+        sync=True
+    )
+    labels = t.Dict(
+        read_only=True, help="the labels in lang, {english: translation} ({} = English)"
+    ).tag(sync=True)
 
     def __init__(
         self,
@@ -116,6 +130,7 @@ class TracePlayer(anywidget.AnyWidget):
         index: int = -1,
         fixed_point: bool | None = None,
         predict: Any = (),
+        lang: str | None = None,
         **kwargs: Any,
     ) -> None:
         self._trace = trace
@@ -126,8 +141,13 @@ class TracePlayer(anywidget.AnyWidget):
             kwargs["views"] = [*kwargs["views"], "fixed_point"]  # asked views + the turns
         elif fixed_point is False:
             kwargs["views"] = [v for v in kwargs["views"] if v != "fixed_point"]
-        super().__init__(trace_data=encode_trace(trace), index=index, **kwargs)
+        try:
+            lang = language() if lang is None else check_language(lang)
+        except ValueError as exc:
+            raise t.TraitError(str(exc)) from None
+        super().__init__(trace_data=encode_trace(trace), index=index, lang=lang, **kwargs)
         self.set_trait("num_events", len(trace))
+        self.set_trait("labels", player_labels(self.lang))
         try:
             kinds = check_predict_kinds(predict)
         except (TypeError, ValueError) as exc:
@@ -189,9 +209,23 @@ class TracePlayer(anywidget.AnyWidget):
         except (TypeError, ValueError) as exc:
             raise t.TraitError(str(exc)) from None
 
+    @t.validate("lang")
+    def _valid_lang(self, proposal: dict[str, Any]) -> str:
+        try:
+            return check_language(proposal["value"])
+        except ValueError as exc:
+            raise t.TraitError(str(exc)) from None
+
+    @t.observe("lang")
+    def _relabel(self, change: dict[str, Any]) -> None:
+        self.set_trait("labels", player_labels(change["new"]))
+        if self.predict:  # the questions are asked in the player's language
+            self._make_quiz({"new": self.predict})
+
     @t.observe("predict")
     def _make_quiz(self, change: dict[str, Any]) -> None:
-        points = quiz_points(self._trace, change["new"]) if change["new"] else []
+        with use_language(self.lang):
+            points = quiz_points(self._trace, change["new"]) if change["new"] else []
         self.set_trait("quiz", [p.to_dict() for p in points])
 
     @t.validate("max_queue", "checkpoint_interval")

@@ -9,6 +9,7 @@
 
 import { KIND, NAV, Replayer, describe, loadTrace, vllmSource, vllmSourceUrl } from "./replay.js";
 import { Quiz } from "./predict.js";
+import { tr, useLabels } from "./i18n.js";
 import {
   blockTitle, drawAllocateSlots, drawBlockTable, drawEvents, drawFixedPoint, drawFreeQueue, drawHashChain, drawPool,
   drawSlotMapping, legend,
@@ -57,16 +58,16 @@ function chainRequests(model, T, s, firstSeen, index) {
 }
 
 function toolbar(act) {
-  const b = (label, title, move) => el("button", { cls: "kvlab-btn", title, onclick: () => act(move) }, label);
+  const b = (label, title, move) => el("button", { cls: "kvlab-btn", title, "data-move": move, onclick: () => act(move) }, label);
   return [
-    b("|◀", "to the initial state (Home)", "start"),
-    b("◀◀", "back over a call (Shift+←)", "back_over"),
-    b("◀", "one event back (←)", "back"),
-    b("▶ play", "play / pause (Space)", "play"),
-    b("▶", "step into: one event (→)", "into"),
-    b("▶▶", "step over a call (Shift+→)", "over"),
-    b("⤴", "step out of the current call (↑)", "out"),
-    b("▶|", "to the last event (End)", "end"),
+    b("|◀", tr("to the initial state (Home)"), "start"),
+    b("◀◀", tr("back over a call (Shift+←)"), "back_over"),
+    b("◀", tr("one event back (←)"), "back"),
+    b(`▶ ${tr("play")}`, tr("play / pause (Space)"), "play"),
+    b("▶", tr("step into: one event (→)"), "into"),
+    b("▶▶", tr("step over a call (Shift+→)"), "over"),
+    b("⤴", tr("step out of the current call (↑)"), "out"),
+    b("▶|", tr("to the last event (End)"), "end"),
   ];
 }
 
@@ -80,22 +81,26 @@ const fmt = (x) => x.toLocaleString("en-US");
 const FORWARD = new Set(["into", "over", "out", "next_kind"]);  // moves that ask before a decision
 
 function render({ model, el: root }) {
+  // NOTE: labels are module state shared by the players of a page; each entry point that
+  // writes text sets this player's own first (pages may mix languages).
+  const labels = () => useLabels(model.get("labels"));
+  labels();
   const { T, R, firstSeen, timings } = loaded(model);
   let timer = null, lastDrawn = null, frame = null, poolWidth = 0, shownOrder = null;
   const caption = el("div", { cls: "kvlab-caption" });
   const source = el("div", { cls: "kvlab-source kvlab-dim" });
   const scrubber = el("input", { type: "range", min: "-1", max: String(T.n - 1), step: "1", cls: "kvlab-scrubber",
-    "aria-label": "event index" });
+    "aria-label": tr("event index") });
   // "jump to" offers only the kinds this trace holds (with their counts), else says "none".
   const counts = kindCounts(T), present = T.kinds.map((k, v) => ({ k, n: counts[v] })).filter((x) => x.n > 0);
-  const kindSelect = el("select", { cls: "kvlab-select", "aria-label": "event kind to jump to" },
+  const kindSelect = el("select", { cls: "kvlab-select", "aria-label": tr("event kind to jump to") },
     ...(present.length ? present.map(({ k, n }) => el("option", { value: k }, `${k} (${fmt(n)})`))
-      : [el("option", { value: "" }, "none")]));
+      : [el("option", { value: "" }, tr("none"))]));
   kindSelect.disabled = present.length === 0;
-  const speed = el("select", { cls: "kvlab-select", "aria-label": "events per second" },
+  const speed = el("select", { cls: "kvlab-select", "aria-label": tr("events per second") },
     ...[1, 2, 4, 8, 16, 60, 240].map((v) => el("option", { value: String(v) }, `${v}/s`)));
-  const mode = el("select", { cls: "kvlab-select", "aria-label": "what play steps" },
-    el("option", { value: "over" }, "play steps over calls"), el("option", { value: "into" }, "play steps into calls"));
+  const mode = el("select", { cls: "kvlab-select", "aria-label": tr("what play steps") },
+    el("option", { value: "over" }, tr("play steps over calls")), el("option", { value: "into" }, tr("play steps into calls")));
   const panels = Object.fromEntries(["pool", "free_queue", "block_table", "slot_mapping", "allocate_slots",
     "fixed_point", "hash_chain", "events"].map((name) => [name, el("div", { cls: "kvlab-panel", "data-view": name })]));
   for (const name of ["hash_chain", "slot_mapping", "allocate_slots"]) panels[name].classList.add("kvlab-scroll");
@@ -104,11 +109,11 @@ function render({ model, el: root }) {
   panels.pool.append(poolTitle, canvas, legend(T.numGroups, T.data.config));
   let grid = { cols: 1, cell: 8 };
   let quiz = new Quiz(model.get("quiz")), asking = null, revealed = null, choiceButtons = [];
-  const quizBox = el("div", { cls: "kvlab-quiz", role: "group", "aria-label": "predict, then reveal" });
+  const quizBox = el("div", { cls: "kvlab-quiz", role: "group", "aria-label": tr("predict, then reveal") });
   const feedback = el("div", { cls: "kvlab-quiz-feedback", "aria-live": "polite" });
   const score = el("span", { cls: "kvlab-score" });
-  const resetQuiz = el("button", { cls: "kvlab-btn", title: "ask every question again",
-    onclick: () => { quiz.reset(); asking = revealed = null; drawQuiz(); } }, "↺ reset quiz");
+  const resetQuiz = el("button", { cls: "kvlab-btn", title: tr("ask every question again"),
+    onclick: () => { quiz.reset(); asking = revealed = null; drawQuiz(); } }, `↺ ${tr("reset quiz")}`);
   quizBox.hidden = true;
 
   function go(j) {
@@ -121,7 +126,8 @@ function render({ model, el: root }) {
     if (on && asking) { nudge(); on = false; }
     if (model.get("playing") !== on) { model.set("playing", on); model.save_changes(); }
     clearInterval(timer); timer = null;
-    play.textContent = on ? "❚❚ pause" : "▶ play";
+    labels();
+    play.textContent = on ? `❚❚ ${tr("pause")}` : `▶ ${tr("play")}`;
     if (on) timer = setInterval(() => {
       const i = model.get("index"), j = NAV[model.get("play_mode")](T, i);
       if (j === i) setPlaying(false); else if (forward(i, j)) setPlaying(false);
@@ -154,16 +160,17 @@ function render({ model, el: root }) {
   }
   // ---------------------------------------------------------------- predict mode
   function pick(k) {
+    labels();
     const point = asking.point, r = quiz.pick(point, k), button = choiceButtons[k];
     if (!r.right) {
       button.classList.add("kvlab-wrong"); button.disabled = true;
       feedback.className = "kvlab-quiz-feedback kvlab-quiz-wrong";
-      feedback.textContent = `✗ Not ${point.choices[k]}. Try again, or show the answer.`;
+      feedback.textContent = tr("✗ Not {choice}. Try again, or show the answer.", { choice: point.choices[k] });
       drawScore();
       wrap.focus({ preventScroll: true });  // the disabled button lost the focus: keys still work
       return;
     }
-    reveal(r.first ? "✓ Right" : "✓ Right (not at the first try)");
+    reveal(r.first ? tr("✓ Right") : tr("✓ Right (not at the first try)"));
   }
   function reveal(verdict) {
     const point = asking.point;
@@ -173,12 +180,14 @@ function render({ model, el: root }) {
     wrap.focus({ preventScroll: true });  // the clicked button is gone: keys still step
   }
   function nudge() {
+    labels();
     feedback.className = "kvlab-quiz-feedback kvlab-quiz-wrong";
-    feedback.textContent = `Pick an answer first (keys 1–${asking.point.choices.length}), show the answer, or step back (←).`;
+    feedback.textContent = tr("Pick an answer first (keys 1–{n}), show the answer, or step back (←).", { n: asking.point.choices.length });
   }
   // The question shows while the cursor stays where it was asked, the answer while it stays on
   // the decision; any other move puts them away (an unanswered question is asked again later).
   function drawQuiz() {
+    labels();
     const i = model.get("index");
     if (asking && asking.at !== i) asking = null;
     if (revealed && revealed.point.reveal !== i) revealed = null;
@@ -191,20 +200,21 @@ function render({ model, el: root }) {
       onclick: () => asking && pick(k) }, `${k + 1}. ${label}`));
     a.picks.forEach((k) => { if (k !== point.answer) { choiceButtons[k].classList.add("kvlab-wrong"); choiceButtons[k].disabled = true; } });
     feedback.className = "kvlab-quiz-feedback"; feedback.textContent = "";
-    const giveUp = el("button", { cls: "kvlab-btn kvlab-show-answer", onclick: () => { if (asking) { quiz.showAnswer(asking.point); reveal("The answer"); } } },
-      "show answer");
+    const giveUp = el("button", { cls: "kvlab-btn kvlab-show-answer", onclick: () => { if (asking) { quiz.showAnswer(asking.point); reveal(tr("The answer")); } } },
+      tr("show answer"));
     if (revealed) {
       choiceButtons.forEach((b) => { b.disabled = true; });
       choiceButtons[point.answer].classList.add("kvlab-right");
       feedback.className = "kvlab-quiz-feedback kvlab-quiz-reveal";
-      feedback.textContent = `${revealed.verdict}: ${point.choices[point.answer]}. ${point.explanation}`;
+      feedback.textContent = tr("{verdict}: {choice}. {explanation}",
+        { verdict: revealed.verdict, choice: point.choices[point.answer], explanation: point.explanation });
     }
-    quizBox.replaceChildren(el("div", { cls: "kvlab-quiz-question" }, el("b", {}, revealed ? "Revealed: " : "Predict: "), point.question),
+    quizBox.replaceChildren(el("div", { cls: "kvlab-quiz-question" }, el("b", {}, `${revealed ? tr("Revealed:") : tr("Predict:")} `), point.question),
       el("div", { cls: "kvlab-toolbar" }, ...choiceButtons, ...(revealed ? [] : [giveUp])), feedback);
   }
   function drawScore() {
     const { right, answered, total } = quiz.score();
-    score.textContent = `predict: ${right} right of ${answered} answered · ${total - answered} to go`;
+    score.textContent = tr("predict: {right} right of {answered} answered · {left} to go", { right, answered, left: total - answered });
   }
   const buttons = toolbar(act), play = buttons[3];
 
@@ -212,12 +222,14 @@ function render({ model, el: root }) {
     const i = model.get("index");
     if (i === lastDrawn && !force) return;
     lastDrawn = i;
+    labels();
     const s = R.stateAt(i), views = new Set(model.get("views"));
-    caption.replaceChildren(el("b", {}, `event ${fmt(i)} of ${fmt(T.n)}`), ` · step ${i >= 0 ? T.step[i] : 0} · `,
+    caption.replaceChildren(el("b", {}, tr("event {i} of {n}", { i: fmt(i), n: fmt(T.n) })),
+      ` · ${tr("step {step}", { step: i >= 0 ? T.step[i] : 0 })} · `,
       el("code", {}, describe(T, i)));
     const mirrored = vllmSource(T, i);  // the vLLM function this event mirrors
-    source.replaceChildren(...(mirrored ? ["mirrors ", el("a", { href: vllmSourceUrl(mirrored), target: "_blank", rel: "noopener",
-      title: "this event's vLLM 0.22.1 source on GitHub" }, mirrored)] : []));
+    source.replaceChildren(...(mirrored ? [`${tr("mirrors")} `, el("a", { href: vllmSourceUrl(mirrored), target: "_blank", rel: "noopener",
+      title: tr("this event's vLLM 0.22.1 source on GitHub") }, mirrored)] : []));
     scrubber.value = String(i);
     for (const [name, box] of Object.entries(panels)) box.hidden = !views.has(name);
     const order = model.get("views").join();
@@ -226,7 +238,7 @@ function render({ model, el: root }) {
       for (const name of model.get("views")) if (panels[name]) wrap.append(panels[name]);
     }
     if (views.has("pool")) {
-      poolTitle.textContent = `BlockPool · ${T.numBlocks} blocks · ${s.numFree} in the free queue`;
+      poolTitle.textContent = tr("BlockPool · {n} blocks · {free} in the free queue", { n: T.numBlocks, free: s.numFree });
       // NOTE: the width comes from the ResizeObserver below; reading clientWidth here would
       // force a layout on every step. 880 px until the page has laid the player out.
       grid = drawPool(canvas, T, s, poolWidth || 880);
@@ -243,6 +255,7 @@ function render({ model, el: root }) {
   }
 
   canvas.addEventListener("mousemove", (e) => {
+    labels();
     const r = canvas.getBoundingClientRect();
     const b = Math.floor((e.clientY - r.top) / grid.cell) * grid.cols + Math.floor((e.clientX - r.left) / grid.cell);
     if (b >= 0 && b < T.numBlocks) canvas.title = blockTitle(T, R.stateAt(model.get("index")), b);
@@ -272,9 +285,9 @@ function render({ model, el: root }) {
   wrap.append(
     el("div", { cls: "kvlab-toolbar" }, ...buttons, mode, speed),
     scrubber,
-    el("div", { cls: "kvlab-toolbar" }, el("span", {}, "jump to "), kindSelect,
-      el("button", { cls: "kvlab-btn", onclick: () => act("prev_kind") }, "◀ previous"),
-      el("button", { cls: "kvlab-btn", onclick: () => act("next_kind") }, "next ▶")),
+    el("div", { cls: "kvlab-toolbar" }, el("span", {}, `${tr("jump to")} `), kindSelect,
+      el("button", { cls: "kvlab-btn", "data-move": "prev_kind", onclick: () => act("prev_kind") }, `◀ ${tr("previous")}`),
+      el("button", { cls: "kvlab-btn", "data-move": "next_kind", onclick: () => act("next_kind") }, `${tr("next")} ▶`)),
     el("div", { cls: "kvlab-toolbar kvlab-quiz-bar", hidden: "" }, score, resetQuiz),
     caption, quizBox, source, ...Object.values(panels));
   const quizBar = wrap.querySelector(".kvlab-quiz-bar");
@@ -296,6 +309,9 @@ function render({ model, el: root }) {
   model.on("change:playing", onPlaying);
   model.on("change:quiz", onQuiz); model.on("change:predict", onQuiz);
   for (const name of ["views", "requests", "max_queue"]) model.on(`change:${name}`, redraw);
+  // A new language redraws everything: the player is built again in it.
+  const onLabels = () => { cleanup(); cleanup = render({ model, el: root }); };
+  model.on("change:labels", onLabels);
   const t0 = performance.now();
   draw(true);
   hook.timings.first_draw_ms = performance.now() - t0;
@@ -306,11 +322,13 @@ function render({ model, el: root }) {
     if (width > 0 && width !== poolWidth) { poolWidth = width; draw(true); }
   });
   resize?.observe(panels.pool);
-  return () => {
+  let cleanup = () => {
     clearInterval(timer); resize?.disconnect();
     model.off("change:index", onIndex); model.off("change:playing", onPlaying); model.off("change:quiz", onQuiz); model.off("change:predict", onQuiz);
     for (const name of ["views", "requests", "max_queue"]) model.off(`change:${name}`, redraw);
+    model.off("change:labels", onLabels);
   };
+  return () => cleanup();
 }
 
 export default { render };

@@ -2,7 +2,8 @@
 // Each view redraws one container from a trace T and a replayed state s (replay.js).
 // Colours are kvlab/viz/palette.py's (tests/viz checks the hex values match).
 
-import { blockSizeOf, findCall, fixedPointRows, groupLabel, hashHex, slotLayout, slotMapping } from "./replay.js";
+import { blockSizeOf, findCall, fixedPointRows, hashHex, slotLayout, slotMapping } from "./replay.js";
+import { tr, trn } from "./i18n.js";
 
 export const COLOURS = {
   null: ["#3a3a3a", "#ffffff"], in_use: ["#1d4ed8", "#ffffff"], shared: ["#7e22ce", "#ffffff"],
@@ -15,6 +16,25 @@ export const LABELS = {
   null: "null_block", in_use: "in use (ref_cnt 1)", shared: "shared (ref_cnt ≥ 2)",
   evictable: "free, cached: evictable", free: "free, empty", in_transit: "in transit (mid-operation)",
 };
+// LABELS in the player's language (null_block is vLLM's name: never translated).
+export function statusLabel(st) {
+  const text = { null: "null_block", in_use: tr("in use (ref_cnt 1)"), shared: tr("shared (ref_cnt ≥ 2)"),
+    evictable: tr("free, cached: evictable"), free: tr("free, empty"), in_transit: tr("in transit (mid-operation)") };
+  return text[st] ?? st;
+}
+// What each allocate_slots segment holds (replay.js SEGMENTS' meanings), in the player's language.
+function segmentMeaning(name) {
+  return { comp: tr("already computed, blocks held"), new_comp: tr("prefix-cache hit (touch)"),
+    ext_comp: tr("KV from a connector"), new: tr("computed this step"), lookahead: tr("draft slots, never cached") }[name];
+}
+// replay.js groupLabel in the player's language: "group 1 · SlidingWindow (window 8)".
+function groupText(config, g) {
+  const spec = config.groups?.[g];
+  if (!spec) return tr("group {g}", { g });
+  const name = String(spec.spec ?? "?").replace(/Spec$/, "");
+  return spec.sliding_window ? tr("group {g} · {spec} (window {window})", { g, spec: name, window: spec.sliding_window })
+    : tr("group {g} · {spec}", { g, spec: name });
+}
 const GLYPH = { null: "∅", evictable: "•", in_transit: "↔", in_use: "", shared: "", free: "" };
 
 function h(tag, attrs = {}, ...children) {
@@ -26,8 +46,6 @@ function h(tag, attrs = {}, ...children) {
   return el;
 }
 
-// "1 token", "2 tokens", "1,781 events": counts in captions, with thousands separators.
-export function plural(n, noun) { return `${n.toLocaleString("en-US")} ${noun}${n === 1 ? "" : "s"}`; }
 export function blockStatus(T, s, b) {
   if (b === T.nullBlock) return "null";
   if (s.refCnt[b] > 0) return s.refCnt[b] >= 2 ? "shared" : "in_use";
@@ -51,7 +69,8 @@ function hashOf(T, s, b) {
 
 export function blockTitle(T, s, b) {
   const st = blockStatus(T, s, b), hsh = hashOf(T, s, b);
-  return `block ${b}: ${LABELS[st] ?? st}, ref_cnt ${s.refCnt[b]}` + (hsh === null ? "" : `, block_hash ${hashHex(T, hsh)}`);
+  return tr("block {b}: {status}, ref_cnt {ref_cnt}", { b, status: statusLabel(st), ref_cnt: s.refCnt[b] })
+    + (hsh === null ? "" : tr(", block_hash {hash}", { hash: hashHex(T, hsh) }));
 }
 
 export function cellSize(n) { return n <= 128 ? 40 : n <= 512 ? 26 : n <= 2048 ? 13 : 8; }
@@ -94,13 +113,13 @@ export function legend(numGroups, config) {
   const items = ["in_use", "shared", "evictable", "free", "null", "in_transit"].map((st) =>
     h("span", { cls: "kvlab-legend-item" },
       h("span", { cls: "kvlab-swatch", style: { background: COLOURS[st][0], color: COLOURS[st][1] } }, GLYPH[st] || "7"),
-      LABELS[st]));
+      statusLabel(st)));
   if (numGroups > 1) {
     for (let g = 0; g < numGroups; g++) {
       const spec = (config.groups?.[g]?.spec ?? "").replace(/Spec$/, "");
       items.push(h("span", { cls: "kvlab-legend-item" },
         h("span", { cls: "kvlab-stripe", style: { background: GROUP_COLOURS[g % GROUP_COLOURS.length] } }),
-        `group ${g} ${spec}`));
+        tr("group {g} {spec}", { g, spec })));
     }
   }
   return h("div", { cls: "kvlab-legend" }, ...items);
@@ -119,13 +138,14 @@ export function drawFreeQueue(box, T, s, maxBlocks) {
   const tailCount = Math.max(1, Math.floor(maxBlocks / 4));
   const q = s.numFree <= maxBlocks ? s.queue(maxBlocks, 0) : s.queue(maxBlocks - tailCount, tailCount);
   const row = h("div", { cls: "kvlab-queue" },
-    h("span", { cls: "kvlab-evict" }, "evicts first ◀"), h("span", { cls: "kvlab-end" }, "fake head"));
+    h("span", { cls: "kvlab-evict" }, `${tr("evicts first")} ◀`), h("span", { cls: "kvlab-end" }, tr("fake head")));
   for (const b of q.head) row.append(h("span", { cls: "kvlab-link" }, "⇄"), chip(T, s, b));
-  if (q.hidden > 0) row.append(h("span", { cls: "kvlab-link" }, "⇄"), h("span", { cls: "kvlab-gap" }, `… ${q.hidden} more …`));
+  if (q.hidden > 0) row.append(h("span", { cls: "kvlab-link" }, "⇄"), h("span", { cls: "kvlab-gap" }, tr("… {n} more …", { n: q.hidden })));
   for (const b of q.tail) row.append(h("span", { cls: "kvlab-link" }, "⇄"), chip(T, s, b));
-  row.append(h("span", { cls: "kvlab-link" }, "⇄"), h("span", { cls: "kvlab-end" }, "fake tail"),
-    h("span", { cls: "kvlab-append" }, "◀ free_blocks appends"));
-  box.replaceChildren(h("div", { cls: "kvlab-title" }, `free_block_queue · ${plural(q.length, "block")} · popleft takes from the left`), row);
+  row.append(h("span", { cls: "kvlab-link" }, "⇄"), h("span", { cls: "kvlab-end" }, tr("fake tail")),
+    h("span", { cls: "kvlab-append" }, `◀ ${tr("free_blocks appends")}`));
+  box.replaceChildren(h("div", { cls: "kvlab-title" },
+    tr("free_block_queue · {blocks} · popleft takes from the left", { blocks: trn("{n} block", "{n} blocks", q.length) })), row);
   return q;
 }
 
@@ -133,25 +153,25 @@ export function drawBlockTable(box, T, s, maxRows = 24, maxCols = 32) {
   const rows = [];
   s.req.forEach((m, g) => { for (const [r, blocks] of m) rows.push([r, g, blocks]); });
   rows.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
-  const title = h("div", { cls: "kvlab-title" }, `block table (req_to_blocks) · ${plural(rows.length, "row")}`);
-  if (!rows.length) return box.replaceChildren(title, h("div", { cls: "kvlab-dim" }, "no request holds blocks"));
+  const title = h("div", { cls: "kvlab-title" }, tr("block table (req_to_blocks) · {rows}", { rows: trn("{n} row", "{n} rows", rows.length) }));
+  if (!rows.length) return box.replaceChildren(title, h("div", { cls: "kvlab-dim" }, tr("no request holds blocks")));
   const width = Math.min(maxCols, Math.max(...rows.map((r) => r[2].length)));
-  const head = h("tr", {}, h("th", {}, "request"), ...(T.numGroups > 1 ? [h("th", {}, "group")] : []),
+  const head = h("tr", {}, h("th", {}, tr("request")), ...(T.numGroups > 1 ? [h("th", {}, tr("group"))] : []),
     ...Array.from({ length: width }, (_, j) => h("th", {}, String(j))));
   const table = h("table", { cls: "kvlab-table" }, head);
   for (const [r, g, blocks] of rows.slice(0, maxRows)) {
-    const tr = h("tr", {}, h("th", {}, T.requests[r]), ...(T.numGroups > 1 ? [h("td", {}, String(g))] : []));
+    const line = h("tr", {}, h("th", {}, T.requests[r]), ...(T.numGroups > 1 ? [h("td", {}, String(g))] : []));
     for (let j = 0; j < width; j++) {
       const b = blocks[j];
-      if (b === undefined) { tr.append(h("td")); continue; }
+      if (b === undefined) { line.append(h("td")); continue; }
       const st = blockStatus(T, s, b);
-      tr.append(h("td", { title: blockTitle(T, s, b), style: { background: COLOURS[st][0], color: COLOURS[st][1] } },
+      line.append(h("td", { title: blockTitle(T, s, b), style: { background: COLOURS[st][0], color: COLOURS[st][1] } },
         st === "null" ? "∅" : String(b)));
     }
-    if (blocks.length > width) tr.append(h("td", { cls: "kvlab-dim" }, `+${blocks.length - width}`));
-    table.append(tr);
+    if (blocks.length > width) line.append(h("td", { cls: "kvlab-dim" }, `+${blocks.length - width}`));
+    table.append(line);
   }
-  const more = rows.length > maxRows ? [h("div", { cls: "kvlab-dim" }, `… ${plural(rows.length - maxRows, "more row")}`)] : [];
+  const more = rows.length > maxRows ? [h("div", { cls: "kvlab-dim" }, trn("… {n} more row", "… {n} more rows", rows.length - maxRows))] : [];
   box.replaceChildren(title, table, ...more);
 }
 
@@ -169,8 +189,8 @@ export function drawHashChain(box, T, s, reqs, maxNodes = 240, maxDepth = 40) {
     }
     ends.set(parent, [...(ends.get(parent) || []), T.requests[r]]);
   }
-  const title = h("div", { cls: "kvlab-title" }, "hash chains (block_hash) · green: cached, a lookup hits · red: not cached");
-  if (!kids.size) return box.replaceChildren(title, h("div", { cls: "kvlab-dim" }, "no known hash chain for these requests"));
+  const title = h("div", { cls: "kvlab-title" }, tr("hash chains (block_hash) · green: cached, a lookup hits · red: not cached"));
+  if (!kids.size) return box.replaceChildren(title, h("div", { cls: "kvlab-dim" }, tr("no known hash chain for these requests")));
   const W = 92, H = 30, DX = 112, DY = 40, place = new Map();
   let row = 0;
   const visit = (node, depth) => {  // leaves get consecutive rows; a parent sits on its first child's row
@@ -213,9 +233,9 @@ export function drawEvents(box, T, index, describe, before = 6, after = 6) {
     const depth = T.c.depth[i], k = T.kinds[T.c.kind[i]];
     const cls = i === index ? "kvlab-ev kvlab-current" : k.startsWith("CALL") || k === "STEP" ? "kvlab-ev kvlab-call" : "kvlab-ev";
     list.append(h("div", { cls, style: { paddingLeft: `${0.5 + 1.5 * depth}em` }, "data-index": String(i) },
-      `step ${T.step[i]} · ${describe(T, i)}`));
+      `${tr("step {step}", { step: T.step[i] })} · ${describe(T, i)}`));
   }
-  if (index < 0) list.prepend(h("div", { cls: "kvlab-ev kvlab-current" }, "initial state (before event 0)"));
+  if (index < 0) list.prepend(h("div", { cls: "kvlab-ev kvlab-current" }, tr("initial state (before event 0)")));
   box.replaceChildren(list);
   // Keep the cursor's line in view, once the frame is laid out anyway (reading offsetTop now
   // would force an extra layout on every step).
@@ -238,47 +258,47 @@ function hitBlocksText(blockIds, nullBlock) {
 
 export function drawFixedPoint(box, T, index) {
   const call = findCall(T, index, "get_computed_blocks");
-  if (!call) return box.replaceChildren(dim("no get_computed_blocks call yet"));
-  const rows = fixedPointRows(T, call), head = `get_computed_blocks [${call.request}] at event #${call.begin}`;
-  if (!rows.length) return box.replaceChildren(dim(`${head}: one attention type, no fixed point`));
+  if (!call) return box.replaceChildren(dim(tr("no get_computed_blocks call yet")));
+  const rows = fixedPointRows(T, call), head = tr("get_computed_blocks [{request}] at event #{begin}", { request: call.request, begin: call.begin });
+  if (!rows.length) return box.replaceChildren(dim(tr("{head}: one attention type, no fixed point", { head })));
   const keyOf = (ids) => ids.join(","), columns = [...new Map(rows.map((r) => [keyOf(r.kv_cache_group_ids), r.kv_cache_group_ids])).values()];
-  const table = h("table", { cls: "kvlab-table kvlab-fixed" }, h("tr", {}, h("th", {}, "iteration"),
-    ...columns.map((ids) => h("th", {}, ids.map((g) => groupLabel(T.data.config, g)).join(", ")))));
+  const table = h("table", { cls: "kvlab-table kvlab-fixed" }, h("tr", {}, h("th", {}, tr("iteration")),
+    ...columns.map((ids) => h("th", {}, ids.map((g) => groupText(T.data.config, g)).join(", ")))));
   for (const it of [...new Set(rows.map((r) => r.iteration))].sort((a, b) => a - b)) {
-    const tr = h("tr", {}, h("th", {}, String(it)));
+    const line = h("tr", {}, h("th", {}, String(it)));
     for (const ids of columns) {
       const r = rows.find((x) => x.iteration === it && keyOf(x.kv_cache_group_ids) === keyOf(ids));
-      if (!r) { tr.append(h("td")); continue; }
+      if (!r) { line.append(h("td")); continue; }
       const cls = [r.seq > index ? "kvlab-future" : "", r.seq === index ? "kvlab-here" : ""].join(" ").trim();
       const style = r.shortened ? { background: COLOURS.miss, color: "#ffffff" } : {};
       const blocks = r.block_ids ? [h("div", { cls: "kvlab-hitblocks" }, hitBlocksText(r.block_ids, T.nullBlock))] : [];
-      tr.append(h("td", { cls, style, "data-seq": String(r.seq), title: `event #${r.seq}` },
-        `${r.hit_length_in} → ${r.hit_length_out}` + (r.shortened ? " ✂" : "") + (r.reused ? " (reused)" : ""), ...blocks));
+      line.append(h("td", { cls, style, "data-seq": String(r.seq), title: tr("event #{seq}", { seq: r.seq }) },
+        `${r.hit_length_in} → ${r.hit_length_out}` + (r.shortened ? " ✂" : "") + (r.reused ? ` ${tr("(reused)")}` : ""), ...blocks));
     }
-    table.append(tr);
+    table.append(line);
   }
   const done = call.end >= 0 && call.end <= index;
-  const result = done ? `result: num_new_computed_tokens = ${call.result.num_new_computed_tokens}` : "converging…";
-  box.replaceChildren(h("div", { cls: "kvlab-title" }, `hybrid fixed point · ${head}`), table,
-    dim(`tokens · ✂ this group shortened the candidate · (reused) full attention truncated its earlier hit · [ids] the hit's blocks, ∅ = null_block · ${result}`));
+  const result = done ? tr("result: num_new_computed_tokens = {n}", { n: call.result.num_new_computed_tokens }) : tr("converging…");
+  box.replaceChildren(h("div", { cls: "kvlab-title" }, tr("hybrid fixed point · {head}", { head })), table,
+    dim(tr("tokens · ✂ this group shortened the candidate · (reused) full attention truncated its earlier hit · [ids] the hit's blocks, ∅ = null_block · {result}", { result })));
 }
 
 function callTitle(call, layout) {
-  const res = layout.allocated === null ? "unfinished"
-    : `${layout.allocated ? "allocated" : "refused (None)"}, num_blocks_to_allocate = ${layout.num_blocks_to_allocate}`;
-  return `allocate_slots [${call.request}] at event #${call.begin} · ${res}`;
+  const res = layout.allocated === null ? tr("unfinished")
+    : tr("{outcome}, num_blocks_to_allocate = {n}", { outcome: layout.allocated ? tr("allocated") : tr("refused (None)"), n: layout.num_blocks_to_allocate });
+  return tr("allocate_slots [{request}] at event #{begin} · {result}", { request: call.request, begin: call.begin, result: res });
 }
 
 // allocate_slots' layout (comp | new_comp | ext_comp | new | lookahead) drawn to scale in
 // blocks: every block the same width, white ticks at block boundaries, a ruler of block indexes.
 export function drawAllocateSlots(box, T, index, maxWidth = 960) {
   const call = findCall(T, index, "allocate_slots");
-  if (!call) return box.replaceChildren(dim("no allocate_slots call yet"));
+  if (!call) return box.replaceChildren(dim(tr("no allocate_slots call yet")));
   const layout = slotLayout(call, blockSizeOf(T)), bs = layout.block_size, nb = Math.max(layout.num_blocks, 1);
   const px = Math.max(3, Math.min(64, Math.floor(maxWidth / nb))), bar = h("div", { cls: "kvlab-slots", style: { width: `${nb * px}px` } });
   for (const seg of layout.segments) {
     if (!seg.num_tokens) continue;
-    bar.append(h("div", { cls: "kvlab-seg", "data-segment": seg.name, title: `${seg.name}: tokens ${seg.start}..${seg.start + seg.num_tokens - 1}`,
+    bar.append(h("div", { cls: "kvlab-seg", "data-segment": seg.name, title: tr("{name}: tokens {first}..{last}", { name: seg.name, first: seg.start, last: seg.start + seg.num_tokens - 1 }),
       style: { left: `${(seg.start / bs) * px}px`, width: `${(seg.num_tokens / bs) * px}px`, background: SEGMENT_COLOURS[seg.name] } }));
   }
   bar.append(h("div", { cls: "kvlab-ticks", style: { backgroundSize: `${px}px 100%` } }));
@@ -286,9 +306,10 @@ export function drawAllocateSlots(box, T, index, maxWidth = 960) {
   for (let b = 0; b < nb; b += every) ruler.append(h("span", { style: { left: `${b * px}px` } }, String(b)));
   const legendRow = h("div", { cls: "kvlab-legend" }, ...layout.segments.map((seg) => h("span", { cls: "kvlab-legend-item" },
     h("span", { cls: "kvlab-swatch", style: { background: SEGMENT_COLOURS[seg.name], color: "#ffffff" } }, seg.name),
-    `${plural(seg.num_tokens, "token")}: ${seg.meaning}`)));
+    tr("{tokens}: {meaning}", { tokens: trn("{n} token", "{n} tokens", seg.num_tokens), meaning: segmentMeaning(seg.name) }))));
   box.replaceChildren(h("div", { cls: "kvlab-title" }, callTitle(call, layout)), bar, ruler, legendRow,
-    dim(`block_size = ${plural(bs, "token")} · ${plural(layout.num_tokens, "token")} in ${plural(layout.num_blocks, "block")} · ruler = logical block index`));
+    dim(tr("block_size = {size} · {tokens} in {blocks} · ruler = logical block index", { size: trn("{n} token", "{n} tokens", bs),
+      tokens: trn("{n} token", "{n} tokens", layout.num_tokens), blocks: trn("{n} block", "{n} blocks", layout.num_blocks) })));
 }
 
 // Token positions → slots of the allocate_slots call's request at `index`, one row per group,
@@ -296,29 +317,29 @@ export function drawAllocateSlots(box, T, index, maxWidth = 960) {
 // them when they fit, else a window that starts at the tokens computed this step.
 export function drawSlotMapping(box, T, s, index, maxCols = 48) {
   const call = findCall(T, index, "allocate_slots");
-  if (!call) return box.replaceChildren(dim("no allocate_slots call yet"));
+  if (!call) return box.replaceChildren(dim(tr("no allocate_slots call yet")));
   const layout = slotLayout(call, blockSizeOf(T)), total = layout.num_tokens;
   const newStart = layout.segments[3].start, from = total <= maxCols ? 0 : Math.max(0, Math.min(newStart, total - maxCols));
   const to = Math.min(total, from + maxCols), rows = slotMapping(T, s, call.requestIndex, from, to);
   const segOf = (pos) => layout.segments.find((seg) => seg.start <= pos && pos < seg.start + seg.num_tokens);
-  const head = h("tr", {}, h("th", {}, "position"));
+  const head = h("tr", {}, h("th", {}, tr("position")));
   for (let pos = from; pos < to; pos++) {
     const seg = segOf(pos);
     head.append(h("th", { title: seg?.name ?? "", style: seg ? { background: SEGMENT_COLOURS[seg.name], color: "#ffffff" } : {} }, String(pos)));
   }
   const table = h("table", { cls: "kvlab-table kvlab-slotmap" }, head);
   rows.forEach((cells, g) => {
-    const tr = h("tr", { "data-group": String(g) }, h("th", {}, T.numGroups > 1 ? groupLabel(T.data.config, g) : "slot"));
+    const line = h("tr", { "data-group": String(g) }, h("th", {}, T.numGroups > 1 ? groupText(T.data.config, g) : tr("slot")));
     cells.forEach((cell, k) => {
-      if (cell === null) return tr.append(h("td", { cls: "kvlab-dim", title: "no block yet" }, "·"));
+      if (cell === null) return line.append(h("td", { cls: "kvlab-dim", title: tr("no block yet") }, "·"));
       const st = blockStatus(T, s, cell.block_id), pos = from + k;
-      tr.append(h("td", { title: `position ${pos} → block ${cell.block_id}, offset ${pos % blockSizeOf(T, g)}`,
+      line.append(h("td", { title: tr("position {pos} → block {block_id}, offset {offset}", { pos, block_id: cell.block_id, offset: pos % blockSizeOf(T, g) }),
         style: { background: COLOURS[st][0], color: COLOURS[st][1] } },
       cell.slot < 0 ? "∅" : String(cell.slot), h("small", {}, `b${cell.block_id}`)));
     });
-    table.append(tr);
+    table.append(line);
   });
-  const span = total === 0 ? "no tokens" : `positions ${from}..${to - 1} of ${total}`;
-  box.replaceChildren(h("div", { cls: "kvlab-title" }, `token positions → slots · request ${call.request} · ${span}`), table,
-    dim("slot = block_id × block_size + position % block_size · · = no block yet · ∅ = null_block (outside the window)"));
+  const span = total === 0 ? tr("no tokens") : tr("positions {first}..{last} of {total}", { first: from, last: to - 1, total });
+  box.replaceChildren(h("div", { cls: "kvlab-title" }, tr("token positions → slots · request {request} · {span}", { request: call.request, span })), table,
+    dim(tr("slot = block_id × block_size + position % block_size · · = no block yet · ∅ = null_block (outside the window)")));
 }
