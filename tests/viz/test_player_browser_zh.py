@@ -17,7 +17,7 @@ from _browser import SKIP_REASON, browser_page
 
 from kvlab.i18n import use_language
 from kvlab.trace import Trace
-from kvlab.viz import export_html, html_page, player_html, quiz_points
+from kvlab.viz import export_html, html_page, player_html, player_labels, quiz_points
 
 pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
 
@@ -121,4 +121,13 @@ def test_a_page_mixing_languages_keeps_each_player_in_its_own(
         assert "free_block_queue" in _text(page, '#p-en [data-view="free_queue"] .kvlab-title')
         assert "popleft takes from the left" in _text(page, '#p-en [data-view="free_queue"]')
         assert "popleft 从左侧取块" in _text(page, '#p-zh [data-view="free_queue"]')
+        # new labels (TracePlayer.lang changed from Python): the player is built again in them
+        page.locator("#p-en").evaluate(
+            "(r, labels) => r.kvlabPlayer.model.set('labels', labels)", player_labels("zh")
+        )
+        assert _text(page, "#p-en .kvlab-caption b") == f"事件 2 / 共 {len(shared)} 个"
+        assert _index(page, "#p-en") == 2 and page.locator("#p-en .kvlab-player").count() == 1
+        page.locator('#p-en button[data-move="into"]').click()
+        assert _text(page, "#p-en .kvlab-caption b") == f"事件 3 / 共 {len(shared)} 个"
+        assert _index(page, "#p-en") == 3 and _index(page, "#p-zh") == 2
     assert errors == [] and guard.blocked == []
