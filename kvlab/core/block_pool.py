@@ -136,13 +136,23 @@ class BlockPool:
 
         Returns:
             One block per group (the first cached one if duplicated), or None.
+
+        Raises:
+            TypeError: block_hash is not bytes, or kv_cache_group_ids is not a list of ints.
+            ValueError: A group id outside [0, 2**32) (the key holds it in 4 bytes). Nothing
+                is looked up or recorded.
         """
+        try:
+            keys = [(g, make_block_hash_with_group_id(block_hash, g)) for g in kv_cache_group_ids]
+            if not isinstance(block_hash, bytes):
+                raise TypeError
+        except (TypeError, AttributeError, OverflowError):
+            group_ids = checks.check_cached_block_args(block_hash, kv_cache_group_ids)
+            keys = [(g, make_block_hash_with_group_id(block_hash, g)) for g in group_ids]
         rec = self.recorder
         cached_blocks = []
-        for group_id in kv_cache_group_ids:
-            block = self.cached_block_hash_to_block.get_one_block(
-                make_block_hash_with_group_id(block_hash, group_id)
-            )
+        for group_id, key in keys:
+            block = self.cached_block_hash_to_block.get_one_block(key)
             if block is None:
                 if rec is not None:
                     rec.lookup(block_hash, group_id, -1)
@@ -176,9 +186,18 @@ class BlockPool:
             block_mask: Per new full block, False to skip it (like a null block).
 
         Raises:
+            TypeError: A request without block_hashes, blocks that are not a list of
+                KVCacheBlock, or a count / size / group id that is not an int.
             ValueError: Too few hashes, a mask of the wrong length, a block_size that is not a
-                multiple of hash_block_size, or a block that is already cached (nothing changed).
+                multiple of hash_block_size, counts outside 0 <= num_cached_blocks and
+                0 <= num_full_blocks <= len(blocks), a group id outside [0, 2**32), or a block
+                that is already cached. Nothing is changed.
         """
+        num_cached_blocks, num_full_blocks, block_size, kv_cache_group_id = (
+            checks.check_cache_full_blocks_args(
+                request, blocks, num_cached_blocks, num_full_blocks, block_size, kv_cache_group_id
+            )
+        )
         if num_cached_blocks >= num_full_blocks:
             return
         new_full_blocks = blocks[num_cached_blocks:num_full_blocks]

@@ -9,7 +9,7 @@ its error path (``undo_free``) restores what the loop already changed.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 __all__ = [
     "blocks_type_error",
     "check_cache_full_blocks",
+    "check_cache_full_blocks_args",
+    "check_cached_block_args",
     "check_evict_block_ids",
     "check_num_blocks_type",
     "double_free_error",
@@ -49,6 +51,56 @@ def check_num_blocks_type(num_blocks: Any, num_free: int) -> None:
         )
 
 
+_MAX_GROUP_ID = 2**32  # make_block_hash_with_group_id packs the group id into 4 bytes
+
+
+def check_cache_full_blocks_args(
+    request: Any,
+    blocks: Any,
+    num_cached_blocks: Any,
+    num_full_blocks: Any,
+    block_size: Any,
+    kv_cache_group_id: Any,
+) -> tuple[int, int, int, int]:
+    """Types and ranges of BlockPool.cache_full_blocks' arguments (TypeError / ValueError).
+
+    Allowed: a request with ``request_id`` and ``block_hashes``; ``blocks`` a list of
+    KVCacheBlock; ints with 0 <= num_cached_blocks, num_full_blocks <= len(blocks);
+    0 <= kv_cache_group_id < 2**32 (block_size is checked by check_cache_full_blocks).
+
+    Returns:
+        (num_cached_blocks, num_full_blocks, block_size, kv_cache_group_id) as plain ints.
+    """
+    if not (hasattr(request, "block_hashes") and hasattr(request, "request_id")):
+        raise TypeError(
+            "cache_full_blocks: request must be a Request (or an object with request_id and "
+            f"block_hashes), got {type(request).__name__} {request!r:.60}"
+        )
+    if isinstance(blocks, (str, bytes)) or not isinstance(blocks, Sequence):
+        raise blocks_type_error("cache_full_blocks", "blocks", blocks)
+    ints = {"num_cached_blocks": num_cached_blocks, "num_full_blocks": num_full_blocks,
+            "block_size": block_size, "kv_cache_group_id": kv_cache_group_id}  # fmt: skip
+    for name, value in ints.items():
+        if type(value) is not int and not is_int(value):
+            raise TypeError(
+                f"cache_full_blocks: {name} must be an int, got {type(value).__name__} "
+                f"{value!r:.60}"
+            )
+    num_cached, num_full, size, group = (operator.index(v) for v in ints.values())
+    if num_cached < 0 or not 0 <= num_full <= len(blocks):
+        raise ValueError(
+            f"cache_full_blocks: num_cached_blocks={num_cached}, num_full_blocks={num_full} "
+            f"for {len(blocks)} blocks; allowed: 0 <= num_cached_blocks and 0 <= "
+            "num_full_blocks <= len(blocks)"
+        )
+    if not 0 <= group < _MAX_GROUP_ID:
+        raise ValueError(
+            f"cache_full_blocks: kv_cache_group_id {group}; allowed 0 <= kv_cache_group_id "
+            "< 2**32"
+        )
+    return num_cached, num_full, size, group
+
+
 def check_cache_full_blocks(
     request: Request,
     new_full_blocks: list[KVCacheBlock],
@@ -58,6 +110,12 @@ def check_cache_full_blocks(
     block_mask: list[bool] | None,
 ) -> None:
     """The preconditions of BlockPool.cache_full_blocks (ValueError naming the first broken)."""
+    for i, blk in enumerate(new_full_blocks):
+        if not hasattr(blk, "_block_hash"):
+            raise TypeError(
+                f"cache_full_blocks: blocks must hold KVCacheBlock, got {type(blk).__name__} "
+                f"{blk!r:.60} among the new full blocks"
+            )
     if len(request.block_hashes) < num_full_blocks:
         raise ValueError(
             f"request {request.request_id} has {len(request.block_hashes)} block hashes, "
@@ -156,3 +214,37 @@ def check_evict_block_ids(block_ids: Any, num_blocks: int) -> list[int]:
         if not 0 <= block_id < num_blocks:
             raise ValueError(f"Invalid block_id {block_id}: allowed 0 <= block_id < {num_blocks}")
     return ids
+
+
+def check_cached_block_args(block_hash: Any, kv_cache_group_ids: Any) -> list[int]:
+    """get_cached_block's group ids as plain ints, after checking both arguments.
+
+    Called only when building the lookup keys failed (the fast path pays nothing): accepts
+    int-likes (numpy integers), refuses anything else with a TypeError / ValueError naming
+    what is allowed.
+    """
+    if not isinstance(block_hash, bytes):
+        raise TypeError(
+            "get_cached_block: block_hash must be bytes (a BlockHash, e.g. from "
+            f"request.block_hashes), got {type(block_hash).__name__} {block_hash!r:.60}"
+        )
+    if (isinstance(kv_cache_group_ids, (str, bytes)) or not isinstance(kv_cache_group_ids, Iterable)
+            or iter(kv_cache_group_ids) is kv_cache_group_ids):  # fmt: skip
+        # NOTE: a one-shot iterator was partly consumed by the failed fast path: refuse it.
+        raise TypeError(
+            "get_cached_block: kv_cache_group_ids must be a list of int group ids "
+            f"(0 <= id < 2**32), got {type(kv_cache_group_ids).__name__} "
+            f"{kv_cache_group_ids!r:.60}"
+        )
+    ids = list(kv_cache_group_ids)
+    for group_id in ids:
+        if not is_int(group_id):
+            raise TypeError(
+                f"get_cached_block: kv_cache_group_ids must hold ints, got "
+                f"{type(group_id).__name__} {group_id!r:.60}; allowed: 0 <= id < 2**32"
+            )
+        if not 0 <= group_id < _MAX_GROUP_ID:
+            raise ValueError(
+                f"get_cached_block: kv_cache_group_id {group_id}; allowed 0 <= id < 2**32"
+            )
+    return [operator.index(g) for g in ids]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
+from kvlab.core.block_pool_checks import check_evict_block_ids
 from kvlab.core.kv_cache_blocks import KVCacheBlocks
 from kvlab.core.kv_cache_interface import CrossAttentionSpec
 from kvlab.core.request import Request
@@ -121,19 +122,13 @@ def check_manager_config(
 def check_block_ids(block_ids: Any, num_gpu_blocks: int) -> list[int]:
     """The ids as a list, in iteration order, after checking each is in ``[0, num_gpu_blocks)``.
 
+    The same rule as BlockPool.evict_blocks (``block_pool_checks.check_evict_block_ids``).
+
     Raises:
-        TypeError: An id is not an int.
+        TypeError: ``block_ids`` is not an iterable of ints (None, an int, a str ...).
         ValueError: An id is out of range.
     """
-    ids = list(block_ids)
-    for block_id in ids:
-        if not _is_int(block_id):
-            raise TypeError(f"block ids must be ints, got {type(block_id).__name__} {block_id!r}")
-        if not 0 <= block_id < num_gpu_blocks:
-            raise ValueError(
-                f"block_id {block_id} out of range: allowed 0 <= block_id < {num_gpu_blocks}"
-            )
-    return ids
+    return check_evict_block_ids(block_ids, num_gpu_blocks)
 
 
 def _check_hit_blocks(

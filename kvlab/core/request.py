@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kvlab.core.request_engine import (
@@ -125,6 +125,40 @@ def _num_prompt_tokens(prompt_token_ids: list[int] | None, prompt_embeds: Any) -
     return len(prompt_token_ids)
 
 
+def _check_request_id(request_id: Any) -> None:
+    """TypeError unless ``request_id`` is a str (vLLM's EngineCore.add_request rule)."""
+    if not isinstance(request_id, str):
+        # NOTE: vLLM's Request takes any id, but EngineCore.add_request refuses a non-str one
+        # before it reaches the scheduler; kvlab has no engine core in front of its managers,
+        # and an int id would later mix with its str twin ("5") and make the trace unsavable.
+        raise TypeError(
+            f"request_id must be a string, got {type(request_id)} {request_id!r:.60} "
+            "(as vLLM's EngineCore.add_request; use str(...))"
+        )
+
+
+def _check_prompt_token_ids(prompt_token_ids: Any) -> None:
+    """TypeError unless the prompt is None or a sequence of plain int token ids."""
+    if prompt_token_ids is None:
+        return
+    if isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
+        raise TypeError(
+            "prompt_token_ids must be a list of int token ids, or None with prompt_embeds; "
+            f"got {type(prompt_token_ids).__name__} {prompt_token_ids!r:.60}"
+            + (" (a numpy array: pass .tolist())" if hasattr(prompt_token_ids, "tolist") else "")
+        )
+    # NOTE: plain ints only: a numpy int or a float hashes differently from the same int, so
+    # two equal prompts would silently miss each other's cached blocks. Negative ids are
+    # allowed: vLLM's multimodal placeholders are -1 (the engine checks the vocabulary).
+    if all(type(t) is int for t in prompt_token_ids):
+        return
+    i, t = next((i, t) for i, t in enumerate(prompt_token_ids) if type(t) is not int)
+    raise TypeError(
+        f"prompt_token_ids[{i}] is {type(t).__name__} {t!r:.60}; allowed: token ids as plain "
+        "Python ints"
+    )
+
+
 def _max_tokens_and_kv_transfer_params(
     request_id: str, sampling_params: SamplingParams | None, pooling_params: PoolingParams | None
 ) -> tuple[int, dict[str, Any] | None]:
@@ -164,6 +198,9 @@ class Request:
             None for no hashing (prefix caching off).
 
     Raises:
+        TypeError: A request_id that is not a str (vLLM's EngineCore.add_request refuses it
+            too), or prompt_token_ids that are not a sequence of plain int token ids (a bare
+            str, floats, None items, bools, numpy ints).
         ValueError: If both sampling_params and pooling_params are None, max_tokens is unset,
             or there is no prompt.
     """
@@ -189,6 +226,8 @@ class Request:
         reasoning_parser_kwargs: dict[str, Any] | None = None,
         abort_immediately: bool = False,
     ) -> None:
+        _check_request_id(request_id)
+        _check_prompt_token_ids(prompt_token_ids)
         self.request_id = request_id
         self.client_index = client_index
         self.priority = priority

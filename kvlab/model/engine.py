@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from kvlab.core import block_hash as block_hash_module
 from kvlab.core.kv_cache_interface import (
     FullAttentionSpec,
     KVCacheConfig,
@@ -40,6 +41,7 @@ from kvlab.model.attention_metadata import AttentionMetadata
 from kvlab.model.engine_checks import (
     check_positive_int,
     check_prompt_token_ids,
+    prompt_too_long_message,
     resolve_max_model_len,
     stall_message,
 )
@@ -174,7 +176,11 @@ class LLM:
             max_num_batched_tokens=max_num_batched_tokens, pin_memory=False, device="cpu",
             block_sizes=[block_size] * num_groups, kernel_block_sizes=[block_size] * num_groups)
         self.kv_caches = model.allocate_kv_caches(num_gpu_blocks, block_size)
-        init_none_hash(sha256)
+        # NOTE: NONE_HASH is process-wide (vLLM sets it once per engine process); re-setting it
+        # here (random bytes without PYTHONHASHSEED) would silently turn every prefix hit of an
+        # engine built earlier into a miss.
+        if not hasattr(block_hash_module, "NONE_HASH"):
+            init_none_hash(sha256)
         self._block_hasher = get_request_block_hasher(block_size, sha256)
         self._live: dict[str, _Live] = {}
         self._free_rows = list(range(max_num_seqs - 1, -1, -1))
@@ -210,7 +216,8 @@ class LLM:
             TypeError: The prompt is neither a str nor a sequence of int token ids, or params
                 is not a SamplingParams.
             ValueError: An empty prompt, a token id outside the vocabulary, a duplicate id, or
-                a prompt longer than max_model_len (it could never run). Nothing is queued.
+                a prompt of max_model_len tokens or more (with one output token it would not
+                fit; vLLM's input processor refuses it too). Nothing is queued.
         """
         if params is not None and not isinstance(params, SamplingParams):
             raise TypeError(f"params must be a SamplingParams, got {type(params).__name__}")
@@ -223,12 +230,10 @@ class LLM:
             text, token_ids = None, check_prompt_token_ids(prompt, self.model.config.vocab_size)
         if not token_ids:
             raise ValueError("the prompt is empty: give at least one token")
-        if len(token_ids) > self.max_model_len:
-            raise ValueError(
-                f"the prompt has {len(token_ids)} tokens, more than max_model_len "
-                f"{self.max_model_len} (allowed 1..{self.max_model_len}; the pool of "
-                f"{self.kv_cache_config.num_blocks} blocks of {self.block_size} tokens caps "
-                "max_model_len): shorten the prompt or give a larger pool")
+        if len(token_ids) >= self.max_model_len:
+            raise ValueError(prompt_too_long_message(
+                len(token_ids), self.max_model_len, self.kv_cache_config.num_blocks,
+                self.block_size))
         auto_id = request_id is None
         if auto_id:
             request_id = f"req-{self._next_id}"
@@ -255,7 +260,8 @@ class LLM:
         Raises:
             RuntimeError: The step scheduled nothing although requests wait and none runs (they
                 could never run: they are aborted and their blocks freed), or the model failed
-                (the step's requests are aborted and freed, so the engine stays usable; the
+                (the step's requests are aborted and freed, and the blocks the step would have
+                written leave the prefix cache, so the engine stays usable and correct; the
                 model's exception is chained). A KeyboardInterrupt mid-step aborts the same
                 way and is re-raised as is.
         """
@@ -275,8 +281,10 @@ class LLM:
             # NOTE: Ctrl+C (a notebook's "interrupt kernel") too: close the step so the
             # scheduler is not left waiting for update_from_output, free, re-raise as is.
             rids = list(out.num_scheduled_tokens)
+            unwritten = self._blocks_not_written(out)
             self.scheduler.update_from_output(out, {})
             self.abort(rids)
+            self.kv_cache_manager.evict_blocks(unwritten)
             if not isinstance(exc, Exception):
                 raise
             raise RuntimeError(f"step {out.step} failed ({type(exc).__name__}: {exc}); its "
@@ -289,6 +297,27 @@ class LLM:
                                          sorted(out.preempted_req_ids), time.perf_counter() - t0))
         self.finished.extend(finished)
         return finished
+
+    def _blocks_not_written(self, out: SchedulerOutput) -> list[int]:
+        """Blocks of this step's requests past the tokens computed before the step.
+
+        allocate_slots caches a block as soon as its tokens are scheduled, before the model
+        writes its KV; if the step fails, such a block stays in the prefix cache with garbage
+        KV and a later hit would read it. step() evicts them (as vLLM's scheduler evicts blocks
+        whose KV failed to load, via KVCacheManager.evict_blocks).
+
+        Returns:
+            Block ids, each once, in request then group then position order.
+        """
+        ids: dict[int, None] = {}
+        for rid, num_new in out.num_scheduled_tokens.items():
+            request = self.scheduler.requests.get(rid)
+            if request is None:
+                continue
+            first = (request.num_computed_tokens - num_new) // self.block_size  # (blocks)
+            for group in self.kv_cache_manager.get_block_ids(rid):
+                ids.update(dict.fromkeys(group[first:]))
+        return list(ids)
 
     def _raise_stuck(self) -> None:
         head, waiting = self.scheduler.waiting[0], len(self.scheduler.waiting)

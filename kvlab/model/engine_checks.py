@@ -32,6 +32,7 @@ __all__ = [
     "check_prompt_token_ids",
     "fit_max_model_len",
     "pool_too_small_message",
+    "prompt_too_long_message",
     "resolve_max_model_len",
     "stall_message",
 ]
@@ -101,6 +102,23 @@ def pool_too_small_message(needed: int, max_model_len: int, num_gpu_blocks: int,
     return (f"the KV cache cannot hold one request: it needs {needed} blocks for max_model_len "
             f"{max_model_len}, the pool has {usable} (num_gpu_blocks={num_gpu_blocks}, one is the "
             f"null block); {hint}")
+
+
+def prompt_too_long_message(num_tokens: int, max_model_len: int, num_gpu_blocks: int,
+                            block_size: int) -> str:
+    """Why a prompt of ``num_tokens >= max_model_len`` is refused at add_request.
+
+    Mirrors: vllm/v1/engine/input_processor.py (``_validate_prompt_len``): a generation prompt
+    must leave room for at least one output token, so it holds at most max_model_len - 1
+    tokens. (A prompt of exactly max_model_len would also stall: the scheduler computes at
+    most max_model_len - 1 tokens of a running request.)
+    """
+    allowed = (f"allowed 1..{max_model_len - 1} prompt tokens" if max_model_len > 1 else
+               "no prompt fits: max_model_len 1 leaves no room for an output token")
+    return (f"the prompt has {num_tokens} tokens; with at least 1 output token that is more than "
+            f"max_model_len {max_model_len} ({allowed}, as in vLLM; the pool of {num_gpu_blocks} "
+            f"blocks of {block_size} tokens caps max_model_len): shorten the prompt or give a "
+            "larger pool")
 
 
 def resolve_max_model_len(specs: Sequence[KVCacheSpec], num_gpu_blocks: int,

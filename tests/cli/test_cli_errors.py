@@ -236,7 +236,8 @@ def test_demo_on_a_pool_too_small_refuses_clearly(blocks: str, tmp_path: Path) -
 def test_a_prompt_that_can_never_fit_exits_2() -> None:
     proc, seconds = _run("generate", "hello " * 1450, "--no-chat")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert ("the prompt has 1451 tokens, more than max_model_len 1008 (allowed 1..1008"
+    assert ("the prompt has 1451 tokens; with at least 1 output token that is more than "
+            "max_model_len 1008 (allowed 1..1007"
             in " ".join(proc.stderr.split()))
     assert seconds < 60
 

@@ -138,8 +138,8 @@ def test_the_issue_pools_refuse_at_once_instead_of_hanging(smollm: Model) -> Non
     llm = _llm(smollm, num_gpu_blocks=8)
     assert llm.max_model_len == 112
     prompt = list(range(1000, 1120))
-    with pytest.raises(ValueError, match=r"120 tokens, more than max_model_len 112 \(allowed "
-                                         r"1..112"):
+    with pytest.raises(ValueError, match=r"120 tokens; with at least 1 output token that is "
+                                         r"more than max_model_len 112 \(allowed 1..111"):
         llm.generate([prompt], SamplingParams(max_tokens=4))
     assert llm.scheduler.get_request_counts() == (0, 0)
     (out,) = llm.generate([prompt[:100]], SamplingParams(max_tokens=50, ignore_eos=True))

@@ -124,7 +124,9 @@ def test_bad_backend_is_refused_before_loading_a_model() -> None:
     (5, TypeError, "a prompt must be a str or a sequence of int token ids, got int"),
     ("text", TypeError, "no tokenizer: give the prompt as token ids"),
     ([], ValueError, "the prompt is empty"),
-    ([3] * 29, ValueError, r"29 tokens, more than max_model_len 28 \(allowed 1..28"),
+    ([3] * 29, ValueError, r"29 tokens; with at least 1 output token that is more than "
+                           r"max_model_len 28 \(allowed 1..27 prompt tokens, as in vLLM"),
+    ([3] * 28, ValueError, r"28 tokens; with at least 1 output token .* \(allowed 1..27"),
 ])
 def test_bad_prompts_are_refused_and_change_nothing(tiny: Model, prompt, error, match) -> None:
     llm = LLM(tiny, num_gpu_blocks=8, block_size=4)
@@ -152,12 +154,29 @@ def test_bad_prompt_lists_are_refused(tiny: Model) -> None:
     assert llm.generate([]) == []
 
 
-def test_numpy_token_ids_and_a_prompt_of_exactly_max_model_len_are_accepted(tiny: Model) -> None:
+def test_numpy_token_ids_and_the_longest_prompt_are_accepted(tiny: Model) -> None:
+    """The longest prompt is max_model_len - 1 tokens (vLLM's input processor: one output token
+    must fit), and it stops after that one token (check_stop: num_tokens >= max_model_len)."""
     llm = LLM(tiny, num_gpu_blocks=8, block_size=4)
-    (a, b) = llm.generate([np.array([4, 5, 6]), [7] * 28],
+    (a, b) = llm.generate([np.array([4, 5, 6]), [7] * 27],
                           SamplingParams(max_tokens=3, ignore_eos=True))
     assert a.prompt_token_ids == [4, 5, 6] and len(a.output_token_ids) == 3
     assert len(b.output_token_ids) == 1 and b.finish_reason == "length"
+    _assert_idle(llm)
+
+
+def test_a_chunked_prompt_just_under_max_model_len_finishes(tiny: Model) -> None:
+    """A prompt of max_model_len tokens used to be admitted and, prefilled in chunks, stall at
+    max_model_len - 1 computed tokens forever (the running cap); now the longest admitted
+    prompt (max_model_len - 1) prefills in chunks and gets its one token."""
+    llm = LLM(tiny, num_gpu_blocks=7, block_size=8, max_num_batched_tokens=6, max_num_seqs=1)
+    assert llm.max_model_len == 48
+    with pytest.raises(ValueError, match=r"48 tokens; with at least 1 output token"):
+        llm.generate([[3] * 48], SamplingParams(max_tokens=4, ignore_eos=True))
+    steps = []
+    (out,) = llm.generate([[3] * 47], SamplingParams(max_tokens=4, ignore_eos=True),
+                          callback=lambda _llm, _f: steps.append(1))
+    assert len(out.output_token_ids) == 1 and len(steps) == 8    # cdiv(47, 6) prefill steps
     _assert_idle(llm)
 
 
@@ -265,13 +284,13 @@ def test_generate_always_terminates(tiny: Model, tiny_hybrid: Model, num_gpu_blo
         assert steps["n"] < limit, "generate is spinning"
 
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
-    if max(lengths) > llm.max_model_len:
+    if max(lengths) >= llm.max_model_len:
         with pytest.raises(ValueError, match="more than max_model_len"):
             llm.generate(prompts, params, callback=bounded)
     else:
         outs = llm.generate(prompts, params, callback=bounded)
         for n, out in zip(lengths, outs):
-            assert 1 <= len(out.output_token_ids) <= max_tokens
-            assert n + len(out.output_token_ids) <= llm.max_model_len + 1
+            # vLLM's check_stop: stop once num_tokens >= max_model_len or max_tokens are out
+            assert len(out.output_token_ids) == min(max_tokens, llm.max_model_len - n)
             assert out.finish_reason == "length"
     _assert_idle(llm)

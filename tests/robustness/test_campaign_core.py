@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 from _robust_helpers import busy_manager, snapshot
 from hypothesis import given, settings
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from kvlab.core import block_hash as block_hash_module
 from kvlab.core.block_pool import BlockPool
 from kvlab.core.kv_cache_block import KVCacheBlock
+from kvlab.core.request import Request, SamplingParams
 from kvlab.trace import Recorder
 from kvlab.core.kv_cache_utils import (
     get_hash_fn_by_name,
@@ -48,6 +50,11 @@ def _snap(ctx: Ctx) -> dict[str, Any]:
     snap = snapshot(ctx.manager, ctx.rec)
     snap["none_hash"] = block_hash_module._get_none_hash()
     return snap
+
+
+def _request(request_id: Any, prompt: Any) -> Request:
+    return Request(request_id, prompt, SamplingParams(max_tokens=4), None,
+                   block_hasher=get_request_block_hasher(4, sha256))  # fmt: skip
 
 
 Row = tuple[str, Callable[[Ctx], Any], type[BaseException], str]
@@ -118,10 +125,119 @@ ROWS: list[Row] = [
     ("pool.cache_full_blocks/too few hashes",
      lambda c: c.pool.cache_full_blocks(c.live, [c.held] * 9, 0, 9, 4, 0), ValueError,
      r"fewer than num_full_blocks"),
+    ("pool.cache_full_blocks/request None",
+     lambda c: c.pool.cache_full_blocks(None, [c.held, c.held2], 0, 2, 4, 0), TypeError,
+     r"request must be a Request \(or an object with request_id and block_hashes\), got "
+     r"NoneType"),
+    ("pool.cache_full_blocks/request id str",
+     lambda c: c.pool.cache_full_blocks("live", [c.held, c.held2], 0, 2, 4, 0), TypeError,
+     r"request must be a Request .*got str 'live'"),
+    ("pool.cache_full_blocks/blocks None",
+     lambda c: c.pool.cache_full_blocks(c.live, None, 0, 2, 4, 0), TypeError,
+     r"blocks must be an iterable of KVCacheBlock, got NoneType"),
+    ("pool.cache_full_blocks/block ids",
+     lambda c: c.pool.cache_full_blocks(c.live, [c.free.block_id, 3], 0, 2, 4, 0), TypeError,
+     r"blocks must hold KVCacheBlock, got int"),
+    ("pool.cache_full_blocks/num_cached_blocks str",
+     lambda c: c.pool.cache_full_blocks(c.live, [c.free], "0", 1, 4, 0), TypeError,
+     r"num_cached_blocks must be an int, got str '0'"),
+    ("pool.cache_full_blocks/num_full_blocks float",
+     lambda c: c.pool.cache_full_blocks(c.live, [c.free], 0, 1.0, 4, 0), TypeError,
+     r"num_full_blocks must be an int, got float 1.0"),
+    ("pool.cache_full_blocks/num_cached_blocks -1",
+     lambda c: c.pool.cache_full_blocks(c.live, [c.free], -1, 1, 4, 0), ValueError,
+     r"allowed: 0 <= num_cached_blocks and 0 <= num_full_blocks <= len\(blocks\)"),
+    ("pool.cache_full_blocks/num_full_blocks beyond blocks",
+     lambda c: c.pool.cache_full_blocks(c.live, [c.free], 0, 2, 4, 0), ValueError,
+     r"num_full_blocks=2 for 1 blocks; allowed: .*num_full_blocks <= len\(blocks\)"),
+    ("pool.cache_full_blocks/block_size None",
+     lambda c: c.pool.cache_full_blocks(c.live, [c.free], 0, 1, None, 0), TypeError,
+     r"block_size must be an int, got NoneType"),
+    ("pool.cache_full_blocks/group id str",
+     lambda c: c.pool.cache_full_blocks(c.live, [c.free], 0, 1, 4, "0"), TypeError,
+     r"kv_cache_group_id must be an int, got str '0'"),
+    ("pool.cache_full_blocks/group id -1",
+     lambda c: c.pool.cache_full_blocks(c.live, [c.free], 0, 1, 4, -1), ValueError,
+     r"kv_cache_group_id -1; allowed 0 <= kv_cache_group_id < 2\*\*32"),
+    # ---- BlockPool.get_cached_block
+    ("pool.get_cached_block/hash None", lambda c: c.pool.get_cached_block(None, [0]), TypeError,
+     r"block_hash must be bytes \(a BlockHash, e.g. from request.block_hashes\), got NoneType"),
+    ("pool.get_cached_block/hash str", lambda c: c.pool.get_cached_block("ab", [0]), TypeError,
+     r"block_hash must be bytes .*got str 'ab'"),
+    ("pool.get_cached_block/hash bytearray",
+     lambda c: c.pool.get_cached_block(bytearray(c.live.block_hashes[0]), [0]), TypeError,
+     r"block_hash must be bytes .*got bytearray"),
+    ("pool.get_cached_block/groups None",
+     lambda c: c.pool.get_cached_block(c.live.block_hashes[0], None), TypeError,
+     r"kv_cache_group_ids must be a list of int group ids \(0 <= id < 2\*\*32\), got NoneType"),
+    ("pool.get_cached_block/groups int",
+     lambda c: c.pool.get_cached_block(c.live.block_hashes[0], 0), TypeError,
+     r"kv_cache_group_ids must be a list of int group ids"),
+    ("pool.get_cached_block/group str",
+     lambda c: c.pool.get_cached_block(c.live.block_hashes[0], [0, "1"]), TypeError,
+     r"kv_cache_group_ids must hold ints, got str '1'; allowed: 0 <= id < 2\*\*32"),
+    ("pool.get_cached_block/group -1",
+     lambda c: c.pool.get_cached_block(c.live.block_hashes[0], [0, -1]), ValueError,
+     r"kv_cache_group_id -1; allowed 0 <= id < 2\*\*32"),
+    ("pool.get_cached_block/group 2**40",
+     lambda c: c.pool.get_cached_block(c.live.block_hashes[0], [2**40]), ValueError,
+     r"allowed 0 <= id < 2\*\*32"),
+    ("pool.get_cached_block/bad group in a generator",
+     lambda c: c.pool.get_cached_block(c.live.block_hashes[0], (g for g in [0, None, 0])),
+     TypeError, r"kv_cache_group_ids must be a list of int group ids"),
+    # ---- Request (vLLM's EngineCore.add_request refuses a non-str request_id)
+    ("Request/int request_id", lambda c: _request(5, [1, 2, 3]), TypeError,
+     r"request_id must be a string, got <class 'int'> 5 \(as vLLM's EngineCore.add_request"),
+    ("Request/None request_id", lambda c: _request(None, [1, 2, 3]), TypeError,
+     r"request_id must be a string, got <class 'NoneType'>"),
+    ("Request/prompt a bare str", lambda c: _request("r", "123"), TypeError,
+     r"prompt_token_ids must be a list of int token ids, or None with prompt_embeds; got str"),
+    ("Request/prompt ids str", lambda c: _request("r", [1, "2"]), TypeError,
+     r"prompt_token_ids\[1\] is str '2'; allowed: token ids as plain Python ints"),
+    ("Request/prompt ids float", lambda c: _request("r", [1.0, 2]), TypeError,
+     r"prompt_token_ids\[0\] is float 1.0; allowed: token ids as plain Python ints"),
+    ("Request/prompt ids None", lambda c: _request("r", [1, None]), TypeError,
+     r"prompt_token_ids\[1\] is NoneType None; allowed"),
+    ("Request/prompt ids bool", lambda c: _request("r", [True]), TypeError,
+     r"prompt_token_ids\[0\] is bool True; allowed"),
+    ("Request/prompt a numpy array", lambda c: _request("r", np.arange(3)), TypeError,
+     r"got ndarray .* \(a numpy array: pass .tolist\(\)\)"),
+    ("Request/prompt numpy ints", lambda c: _request("r", list(np.arange(3))), TypeError,
+     r"prompt_token_ids\[0\] is int64 .*plain Python ints"),
+    ("Request/prompt an int", lambda c: _request("r", 7), TypeError,
+     r"prompt_token_ids must be a list of int token ids.* got int 7"),
     ("BlockPool/num_gpu_blocks 0", lambda c: BlockPool(0, True, 4), ValueError,
      r"num_gpu_blocks must be a positive int"),
     ("BlockPool/hash_block_size str", lambda c: BlockPool(4, True, "4"), ValueError,
      r"hash_block_size must be a positive int"),
+    # ---- KVCacheManager (the scheduler's entry points)
+    ("manager.allocate_slots/None request", lambda c: c.manager.allocate_slots(None, 4), TypeError,
+     r"allocate_slots: request must be a Request .*got NoneType None"),
+    ("manager.allocate_slots/str request", lambda c: c.manager.allocate_slots("live", 4),
+     TypeError, r"allocate_slots: request must be a Request .*got str 'live'"),
+    ("manager.allocate_slots/num_new_tokens '4'", lambda c: c.manager.allocate_slots(c.live, "4"),
+     TypeError, r"num_new_tokens must be an int >= 0, got str '4'"),
+    ("manager.allocate_slots/num_new_tokens 4.0", lambda c: c.manager.allocate_slots(c.live, 4.0),
+     TypeError, r"num_new_tokens must be an int >= 0, got float 4.0"),
+    ("manager.allocate_slots/num_new_tokens -1", lambda c: c.manager.allocate_slots(c.live, -1),
+     ValueError, r"num_new_tokens must be >= 0, got -1"),
+    ("manager.allocate_slots/new_computed_blocks str",
+     lambda c: c.manager.allocate_slots(c.live, 4, 0, "x"), TypeError,
+     r"new_computed_blocks must be KVCacheBlocks or None, got str"),
+    ("manager.free/None", lambda c: c.manager.free(None), TypeError,
+     r"free: request must be a Request .*got NoneType None"),
+    ("manager.free/str", lambda c: c.manager.free("live"), TypeError,
+     r"free: request must be a Request .*got str 'live'"),
+    ("manager.get_computed_blocks/None", lambda c: c.manager.get_computed_blocks(None), TypeError,
+     r"get_computed_blocks: request must be a Request .*got NoneType None"),
+    ("manager.get_computed_blocks/str", lambda c: c.manager.get_computed_blocks("live"),
+     TypeError, r"get_computed_blocks: request must be a Request .*got str 'live'"),
+    ("manager.evict_blocks/None", lambda c: c.manager.evict_blocks(None), TypeError,
+     r"block_ids must be an iterable of int block ids \(a set in vLLM\), got NoneType"),
+    ("manager.evict_blocks/int", lambda c: c.manager.evict_blocks(5), TypeError,
+     r"block_ids must be an iterable of int block ids .*got int 5"),
+    ("manager.evict_blocks/out of range", lambda c: c.manager.evict_blocks({3, 16}), ValueError,
+     r"allowed 0 <= block_id < 16"),
     # ---- FreeKVCacheBlockQueue
     ("queue.append/queued block", lambda c: c.queue.append(c.free), ValueError,
      r"already in the free queue.*allowed: blocks outside the queue"),
@@ -178,6 +294,8 @@ def test_the_campaign_covers_every_core_entry_point() -> None:
     assert entry_points >= {
         "pool.free_blocks", "pool.evict_blocks", "pool.get_new_blocks", "queue.append",
         "queue.append_n", "queue.popleft_n", "init_none_hash", "get_request_block_hasher",
+        "pool.cache_full_blocks", "pool.get_cached_block", "Request", "manager.allocate_slots",
+        "manager.free", "manager.get_computed_blocks", "manager.evict_blocks",
     }  # fmt: skip
 
 
@@ -216,3 +334,14 @@ def test_free_blocks_refuses_exactly_the_over_frees(data: st.DataObject) -> None
         }
         assert pool.free_block_queue.num_free_blocks == len(queued)
         assert snapshot(pool, rec)["replay_equals_live"]
+
+
+def test_get_cached_block_takes_int_likes_and_stays_fast_path_equal() -> None:
+    """numpy group ids (int-likes) go through the checked path and find the same blocks."""
+    ctx = Ctx()
+    h = ctx.live.block_hashes[0]
+    plain = ctx.pool.get_cached_block(h, [0])
+    assert plain is not None and ctx.pool.get_cached_block(h, [np.int64(0)]) == plain
+    assert ctx.pool.get_cached_block(h, (g for g in [0])) == plain
+    assert ctx.pool.get_cached_block(h, [7]) is None  # a group the pool never cached: a miss
+    _snap(ctx)  # replay == live

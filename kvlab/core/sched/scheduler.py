@@ -133,7 +133,8 @@ class Scheduler:
         Raises:
             TypeError: Not a Request.
             ValueError: Duplicate id, not fresh, pooling request, empty or too long prompt
-                (> max_model_len), or block hashes missing for prefix caching.
+                (>= max_model_len: vLLM's input processor leaves room for one output token),
+                or block hashes missing for prefix caching.
         """
         check_new_request(self, request)
         self.waiting.append(request)

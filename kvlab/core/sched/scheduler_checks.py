@@ -74,7 +74,7 @@ def check_new_request(scheduler: Scheduler, request: Request) -> None:
     Raises:
         TypeError: Not a Request.
         ValueError: Duplicate id, not fresh (status WAITING, nothing computed), no
-            sampling params (pooling is left out), a prompt outside 1..max_model_len tokens,
+            sampling params (pooling is left out), a prompt outside 1..max_model_len - 1 tokens,
             or, with prefix caching, block hashes that do not cover its full blocks.
     """
     if not isinstance(request, Request):
@@ -91,10 +91,13 @@ def check_new_request(scheduler: Scheduler, request: Request) -> None:
         )
     if request.sampling_params is None:
         raise ValueError(f"request {rid!r} has no sampling_params (pooling requests are left out)")
-    if not 0 < request.num_prompt_tokens <= scheduler.max_model_len:
+    # NOTE: vLLM's input processor refuses a generation prompt of max_model_len tokens (no room
+    # for an output token); let in, it would stall once chunked (running requests compute at
+    # most max_model_len - 1 tokens).
+    if not 0 < request.num_prompt_tokens < scheduler.max_model_len:
         raise ValueError(
-            f"request {rid!r} has {request.num_prompt_tokens} prompt tokens; "
-            f"allowed 1..max_model_len={scheduler.max_model_len}"
+            f"request {rid!r} has {request.num_prompt_tokens} prompt tokens; allowed "
+            f"1..max_model_len - 1 = {scheduler.max_model_len - 1} (one output token must fit)"
         )
     manager = scheduler.kv_cache_manager
     if manager.enable_caching:
