@@ -212,7 +212,9 @@ def check_evict_block_ids(block_ids: Any, num_blocks: int) -> list[int]:
                 f"allowed: 0 <= block_id < {num_blocks}"
             )
         if not 0 <= block_id < num_blocks:
-            raise ValueError(f"Invalid block_id {block_id}: allowed 0 <= block_id < {num_blocks}")
+            raise ValueError(
+                f"Invalid block_id {block_id}: out of range, allowed 0 <= block_id < {num_blocks}"
+            )
     return ids
 
 
