@@ -4,8 +4,9 @@ Mirrors the idea of vllm/v1/core/kv_cache_utils.py::check_enough_kv_cache_memory
 estimate_max_model_len, counted in blocks instead of bytes (kvlab's pool size is given in
 blocks): at start-up the pool must hold one request of ``max_model_len`` tokens, and when the
 user did not choose ``max_model_len`` the longest one that fits is used. With that, every
-admitted prompt (at most ``max_model_len`` tokens) can run once it is alone in the pool, so the
-engine never waits for blocks that cannot come.
+admitted prompt (at most ``max_model_len - 1`` tokens, as vLLM's input processor: one output
+token must fit) can run once it is alone in the pool, so the engine never waits for blocks that
+cannot come.
 
 Examples:
     >>> from kvlab.core.kv_cache_interface import FullAttentionSpec
