@@ -19,7 +19,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 
-from _nbrun import NOTEBOOK_DIR, notebook_paths
+from _nbrun import NOTEBOOK_DIR, notebook_paths, solution_sources
 from zh_sync import (
     LANG_CELL_ID,
     LANG_CELL_SOURCE,
@@ -100,6 +100,7 @@ def test_prose_keeps_the_code_blocks_numbers_and_headings(path: Path) -> None:
         assert _PYTHON_BLOCK.findall(zh_md[cell.id]) == _PYTHON_BLOCK.findall(cell.source), cell.id
         assert _FORMULA.findall(zh_md[cell.id]) == _FORMULA.findall(cell.source), cell.id
         assert zh_md[cell.id].count("<details>") == cell.source.count("<details>"), cell.id
+    assert solution_sources(zh) == solution_sources(en)  # what the English run executes and judges
     number = int(path.name[:2])
     assert zh.cells[0].source.startswith(f"# {number}. ") and "**你将看到什么。**" in zh.cells[0].source
     assert "## 练习" in zh.cells[-1].source
