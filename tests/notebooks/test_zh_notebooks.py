@@ -106,6 +106,19 @@ def test_prose_keeps_the_code_blocks_numbers_and_headings(path: Path) -> None:
     assert "## 练习" in zh.cells[-1].source
 
 
+_HEADING = re.compile(r"^(#{1,6}) ", re.M)
+
+
+@pytest.mark.parametrize("path", ZH_NOTEBOOKS, ids=ZH_IDS)
+def test_headings_match_the_english_one_for_one(path: Path) -> None:
+    """Same heading levels in every cell: the Chinese site gives each heading the English
+    notebook's anchor (docs/hooks.py::english_anchors), so links to sections work in both."""
+    en, zh = _pair(path)
+    zh_md = {c.id: c.source for c in zh.cells if c.cell_type == "markdown"}
+    for cell in (c for c in en.cells if c.cell_type == "markdown"):
+        assert _HEADING.findall(zh_md[cell.id]) == _HEADING.findall(cell.source), cell.id
+
+
 _HALF_WIDTH_AFTER_HAN = re.compile(r"[\u4e00-\u9fff][,;:?!](?=\s|$)|[\u4e00-\u9fff]\. ")
 
 
