@@ -191,6 +191,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         "prefill b4, caching on, warm": (lambda f: prefill_run(on, hf, p4, False, f),
                                          4 * args.prefill_tokens),
     }
+    cases = {k: v for k, v in cases.items() if any(sel in k for sel in args.cases)}
     for one_run, _ in cases.values():  # warm-up (and the token checks)
         one_run(False)
     times: dict[str, list[tuple[float, float]]] = {c: [] for c in cases}
@@ -228,6 +229,8 @@ def main() -> None:
     p.add_argument("--prompt-tokens", type=int, default=64, help="decode prompts' length (tokens)")
     p.add_argument("--prefill-tokens", type=int, default=128,
                    help="prefill prompts' length (tokens)")
+    p.add_argument("--cases", nargs="+", default=["decode", "prefill"],
+                   help="run the cases whose name contains one of these (default: all)")
     p.add_argument("--label", default="", help="tag for this run (e.g. before/after)")
     p.add_argument("--out", type=Path, default=None, help="append the table to this markdown file")
     args = p.parse_args()

@@ -36,8 +36,15 @@ import torch.nn.functional as F
 from kvlab import kernels
 from kvlab.model.attention_metadata import AttentionMetadata
 from kvlab.model.config import ModelConfig
-from kvlab.model.layers import apply_rope, rms_norm, rope_cos_sin, rope_inv_freq, swiglu_mlp
-from kvlab.model.weights import check_weights
+from kvlab.model.layers import (
+    apply_rope,
+    linear,
+    rms_norm,
+    rope_cos_sin,
+    rope_inv_freq,
+    swiglu_mlp,
+)
+from kvlab.model.weights import check_weights, fuse_layer_weights
 
 ATTENTION_BACKENDS = ("auto", "triton", "torch")
 
@@ -79,7 +86,9 @@ class Model:
 
     Attributes:
         config: the ModelConfig.
-        weights: Hugging Face-named tensors (read-only by convention).
+        weights: Hugging Face-named tensors (read-only by convention); a copy of the dict given,
+            whose q/k/v and gate/up entries are views of ``layers``' fused tensors.
+        layers: per layer, the fused weights the forward multiplies (``LayerWeights``).
         tokenizer: a ``kvlab.model.tokenizer.Tokenizer`` or None.
         attention_backend: "auto" (compiled Triton on CUDA, torch on CPU) | "triton" (on CPU: the
             Triton interpreter, slow) | "torch". The torch path checks the step's layout and plans
@@ -109,7 +118,7 @@ class Model:
             else list(kv_cache_group_ids)
         _check_group_ids(config, group_ids)
         self.config = config
-        self.weights = weights
+        self.weights, self.layers = fuse_layer_weights(config, weights)
         self.tokenizer = tokenizer
         self.attention_backend = attention_backend
         self.kv_cache_group_ids = group_ids
@@ -218,16 +227,15 @@ class Model:
     def _attention(self, layer: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                    attn_metadata: AttentionMetadata, kv_cache: torch.Tensor,
                    plan: kernels.PagedAttentionPlan | None) -> torch.Tensor:
-        c, w, p = self.config, self.weights, f"model.layers.{layer}.self_attn."
-        num_tokens = x.shape[0]
-        q = F.linear(x, w[p + "q_proj.weight"], w.get(p + "q_proj.bias"))  # (T, nq * hs)
-        k = F.linear(x, w[p + "k_proj.weight"], w.get(p + "k_proj.bias"))  # (T, nkv * hs)
-        v = F.linear(x, w[p + "v_proj.weight"], w.get(p + "v_proj.bias"))  # (T, nkv * hs)
-        q = apply_rope(q.view(num_tokens, c.num_q_heads, c.head_dim), cos, sin)   # (T, nq, hs)
-        k = apply_rope(k.view(num_tokens, c.num_kv_heads, c.head_dim), cos, sin)  # (T, nkv, hs)
-        v = v.view(num_tokens, c.num_kv_heads, c.head_dim)                        # (T, nkv, hs)
+        c, lw = self.config, self.layers[layer]
+        num_tokens, nq, nkv = x.shape[0], c.num_q_heads, c.num_kv_heads
+        qkv = linear(x, lw.qkv_proj, lw.qkv_bias)                       # (T, (nq + 2 nkv) * hs)
+        qkv = qkv.view(num_tokens, nq + 2 * nkv, c.head_dim)            # (T, nq + 2 nkv, hs)
+        qk = apply_rope(qkv[:, :nq + nkv], cos, sin)                    # (T, nq + nkv, hs)
+        q, k, v = qk[:, :nq], qk[:, nq:], qkv[:, nq + nkv:]             # (T, nq|nkv|nkv, hs)
         key_cache, value_cache = kv_cache[0], kv_cache[1]  # (num_blocks, block_size, nkv, hs) x2
-        k, v, q = k.to(key_cache.dtype), v.to(value_cache.dtype), q.to(key_cache.dtype)
+        if q.dtype != key_cache.dtype:
+            q, k, v = q.to(key_cache.dtype), k.to(key_cache.dtype), v.to(key_cache.dtype)
         if plan is not None:  # batched torch path: checked once per step in _plan_step
             kernels.write_kv(plan, k, v, key_cache, value_cache)
             out = kernels.paged_attention_sdpa(q, key_cache, value_cache, plan,
@@ -235,6 +243,7 @@ class Model:
         else:
             slot_mapping, block_table = attn_metadata.tables_for_group(
                 self.kv_cache_group_ids[layer])
+            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
             kernels.reshape_and_cache(k, v, key_cache, value_cache, slot_mapping,
                                       backend=self.attention_backend)
             out = kernels.paged_attention(
@@ -243,18 +252,17 @@ class Model:
                 sliding_window=c.layer_sliding_window(layer), backend=self.attention_backend,
                 max_query_len=attn_metadata.max_query_len, max_seq_len=attn_metadata.max_seq_len,
             )                                                                      # (T, nq, hs)
-        out = out.to(x.dtype).reshape(num_tokens, c.num_q_heads * c.head_dim)     # (T, nq * hs)
-        return F.linear(out, w[p + "o_proj.weight"])                              # (T, C)
+        out = out.to(x.dtype).reshape(num_tokens, nq * c.head_dim)                 # (T, nq * hs)
+        return linear(out, lw.o_proj)                                              # (T, C)
 
     def _decoder_layer(self, layer: int, h: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                        attn_metadata: AttentionMetadata, kv_cache: torch.Tensor,
                        plan: kernels.PagedAttentionPlan | None) -> torch.Tensor:
-        w, p, eps = self.weights, f"model.layers.{layer}.", self.config.rms_norm_eps
-        x = rms_norm(h, w[p + "input_layernorm.weight"], eps)                    # (T, C)
+        lw, eps = self.layers[layer], self.config.rms_norm_eps
+        x = rms_norm(h, lw.input_layernorm, eps)                                  # (T, C)
         h = h + self._attention(layer, x, cos, sin, attn_metadata, kv_cache, plan)  # (T, C)
-        x = rms_norm(h, w[p + "post_attention_layernorm.weight"], eps)           # (T, C)
-        return h + swiglu_mlp(x, w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"],
-                              w[p + "mlp.down_proj.weight"])                      # (T, C)
+        x = rms_norm(h, lw.post_attention_layernorm, eps)                         # (T, C)
+        return h + swiglu_mlp(x, lw.gate_up_proj, lw.down_proj)                   # (T, C)
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
@@ -289,6 +297,6 @@ class Model:
             last = attn_metadata.query_start_loc[1:].long() - 1        # (S,)
             h = h[last]                                                 # (S, C)
         h = rms_norm(h, self.weights["model.norm.weight"], self.config.rms_norm_eps)
-        return F.linear(h, self.lm_head).float()                       # (S | T, V)
+        return linear(h, self.lm_head).float()                         # (S | T, V)
 
     __call__ = forward

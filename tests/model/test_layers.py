@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from kvlab.model.config import RopeScaling
-from kvlab.model.layers import apply_rope, rms_norm, rope_cos_sin, rope_inv_freq, swiglu_mlp
+from kvlab.model.layers import (
+    WIDE_SLICE,
+    apply_rope,
+    linear,
+    rms_norm,
+    rope_cos_sin,
+    rope_inv_freq,
+    swiglu_mlp,
+)
 from kvlab.model.reference import tiny_config
 
 llama = pytest.importorskip("transformers.models.llama.modeling_llama")
@@ -61,5 +70,18 @@ def test_swiglu_mlp_matches_transformers():
     x = torch.randn(3, 64)
     with torch.no_grad():
         ref = mlp(x)
-    out = swiglu_mlp(x, mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight)
+    out = swiglu_mlp(x, torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
+                     mlp.down_proj.weight)
     assert torch.allclose(out, ref, atol=1e-6)
+
+
+@pytest.mark.parametrize("num_rows", [1, 2, 4, 32, 33])
+@pytest.mark.parametrize("out_features", [960, 3 * WIDE_SLICE + 5])
+def test_linear_in_slices_equals_f_linear(num_rows, out_features):
+    gen = torch.Generator().manual_seed(num_rows)
+    x, w = torch.randn(num_rows, 64, generator=gen), torch.randn(out_features, 64, generator=gen)
+    b = torch.randn(out_features, generator=gen)
+    for bias in (None, b):
+        out = linear(x, w, bias)
+        assert out.shape == (num_rows, out_features)
+        torch.testing.assert_close(out, F.linear(x, w, bias), atol=1e-5, rtol=1e-6)

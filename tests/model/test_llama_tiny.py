@@ -201,3 +201,23 @@ def test_batched_attention_equals_per_sequence_reference_on_mixed_hybrid_batches
         assert torch.equal(caches[batched][0], caches[looped][0])  # same writes, layer 0
         for a, b in zip(caches[batched], caches[looped]):
             assert (a - b).abs().max() <= 1e-5
+
+
+def test_fused_layer_weights_are_the_named_weights_without_copies():
+    config = tiny_config(architecture="qwen2", attention_bias=True)
+    weights = random_weights(config, seed=8)
+    model = Model(config, weights)
+    lw, p = model.layers[1], "model.layers.1."
+    names = [p + f"self_attn.{x}_proj.weight" for x in "qkv"]
+    assert torch.equal(lw.qkv_proj, torch.cat([weights[n] for n in names]))
+    assert torch.equal(lw.qkv_bias, torch.cat([weights[p + f"self_attn.{x}_proj.bias"]
+                                               for x in "qkv"]))
+    assert torch.equal(lw.gate_up_proj, torch.cat([weights[p + "mlp.gate_proj.weight"],
+                                                   weights[p + "mlp.up_proj.weight"]]))
+    # the model's named weights are views of the fused tensors; the caller's dict is untouched
+    assert model.weights[names[1]].data_ptr() == lw.qkv_proj[config.num_q_heads * 16].data_ptr()
+    assert weights[names[0]]._base is None
+    # a second Model over the first one's weights shares the fused tensors (no copy)
+    again = Model(config, model.weights)
+    assert again.layers[1].qkv_proj is lw.qkv_proj
+    assert again.layers[1].gate_up_proj is lw.gate_up_proj
