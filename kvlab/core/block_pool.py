@@ -27,27 +27,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvlab.core.block_hash import (
     BlockHash,
     BlockHashList,
     BlockHashListWithBlockSize,
     ExternalBlockHash,
-    generate_block_hash_extra_keys,
     get_block_hash,
     get_group_id,
     make_block_hash_with_group_id,
     maybe_convert_block_hash,
 )
 from kvlab.core import block_pool_checks as checks
+from kvlab.core.block_pool_events import make_block_stored
 from kvlab.core.block_hash_to_block_map import BlockHashToBlockMap
 from kvlab.core.kv_cache_block import FreeKVCacheBlockQueue, KVCacheBlock
 from kvlab.core.kv_events import (
     MEDIUM_GPU,
     AllBlocksCleared,
     BlockRemoved,
-    BlockStored,
     KVCacheEvent,
 )
 
@@ -143,22 +142,40 @@ class BlockPool:
                 is looked up or recorded.
         """
         try:
-            keys = [(g, make_block_hash_with_group_id(block_hash, g)) for g in kv_cache_group_ids]
-            if not isinstance(block_hash, bytes):
-                raise TypeError
+            if self.recorder is not None:
+                return self._get_cached_block(block_hash, kv_cache_group_ids)
+            cached_blocks = []  # NOTE: the hot path (recording off), inlined
+            for group_id in kv_cache_group_ids:
+                block = self.cached_block_hash_to_block.get_one_block(
+                    make_block_hash_with_group_id(block_hash, group_id)
+                )
+                if block is None:
+                    return None
+                cached_blocks.append(block)
+            return cached_blocks
         except (TypeError, AttributeError, OverflowError):
+            # NOTE: no check on the hot path; a bad argument is named here. Int-likes (numpy)
+            # pass the check and are looked up once more, unguarded.
             group_ids = checks.check_cached_block_args(block_hash, kv_cache_group_ids)
-            keys = [(g, make_block_hash_with_group_id(block_hash, g)) for g in group_ids]
+        return self._get_cached_block(block_hash, group_ids)
+
+    def _get_cached_block(
+        self, block_hash: BlockHash, kv_cache_group_ids: Iterable[int]
+    ) -> list[KVCacheBlock] | None:
+        """get_cached_block off its fast path: every key is built before the first lookup, so
+        a bad argument raises before anything is recorded."""
+        if not isinstance(block_hash, bytes):
+            raise TypeError
+        group_ids = list(kv_cache_group_ids)
+        keys = [make_block_hash_with_group_id(block_hash, g) for g in group_ids]
         rec = self.recorder
         cached_blocks = []
-        for group_id, key in keys:
+        for group_id, key in zip(group_ids, keys):
             block = self.cached_block_hash_to_block.get_one_block(key)
-            if block is None:
-                if rec is not None:
-                    rec.lookup(block_hash, group_id, -1)
-                return None
             if rec is not None:
-                rec.lookup(block_hash, group_id, block.block_id)
+                rec.lookup(block_hash, group_id, -1 if block is None else block.block_id)
+            if block is None:
+                return None
             cached_blocks.append(block)
         return cached_blocks
 
@@ -226,64 +243,15 @@ class BlockPool:
             if stored is not None:
                 stored.append(blk)
         if new_hashes is not None:
-            self._queue_block_stored(
+            self.kv_event_queue.append(make_block_stored(
                 request, blocks, block_hashes, new_hashes, num_cached_blocks, num_full_blocks,
                 block_size, kv_cache_group_id, block_mask,
-            )  # fmt: skip
+            ))  # fmt: skip
         if stored:
             rec.cache_full_blocks(
                 request.request_id, kv_cache_group_id, num_cached_blocks, num_full_blocks,
                 [b.block_id for b in stored], [b.block_hash for b in stored],
             )  # fmt: skip
-
-    def _queue_block_stored(
-        self,
-        request: Request,
-        blocks: list[KVCacheBlock],
-        block_hashes: BlockHashList,
-        new_hashes: list[ExternalBlockHash] | None,
-        num_cached_blocks: int,
-        num_full_blocks: int,
-        block_size: int,
-        kv_cache_group_id: int,
-        block_mask: list[bool] | None,
-    ) -> None:
-        """Append the BlockStored event of one cache_full_blocks call (vLLM's field values)."""
-        parent_block_hash = (
-            None
-            if num_cached_blocks == 0
-            else maybe_convert_block_hash(block_hashes[num_cached_blocks - 1])
-        )
-        # NOTE: extra keys per stored block (skipping null/masked ones, to match new_hashes);
-        # the mm index restarts at 0 for the range, as in vLLM.
-        extra_keys_list: list[tuple[Any, ...] | None] = []
-        curr_mm_idx = 0
-        for i in range(num_cached_blocks, num_full_blocks):
-            if blocks[i].is_null or (
-                block_mask is not None and not block_mask[i - num_cached_blocks]
-            ):
-                continue
-            block_start = i * block_size
-            extra_keys, curr_mm_idx = generate_block_hash_extra_keys(
-                request, block_start, block_start + block_size, curr_mm_idx
-            )
-            extra_keys_list.append(extra_keys)
-        lora = request.lora_request
-        self.kv_event_queue.append(
-            BlockStored(
-                block_hashes=new_hashes,
-                parent_block_hash=parent_block_hash,
-                token_ids=request.all_token_ids[
-                    num_cached_blocks * block_size : num_full_blocks * block_size
-                ],
-                block_size=block_size,
-                lora_id=lora.adapter_id if lora else None,
-                medium=MEDIUM_GPU,
-                lora_name=lora.name if lora else None,
-                extra_keys=extra_keys_list if extra_keys_list else None,
-                group_idx=kv_cache_group_id,
-            )
-        )
 
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
         """Pop ``num_blocks`` blocks from the head of the free queue, evicting their old hashes.

@@ -23,6 +23,7 @@ __all__ = [
     "check_cached_block_args",
     "check_evict_block_ids",
     "check_num_blocks_type",
+    "MAX_GROUP_ID",
     "double_free_error",
     "is_int",
     "is_pool_block",
@@ -51,7 +52,7 @@ def check_num_blocks_type(num_blocks: Any, num_free: int) -> None:
         )
 
 
-_MAX_GROUP_ID = 2**32  # make_block_hash_with_group_id packs the group id into 4 bytes
+MAX_GROUP_ID = 2**32  # make_block_hash_with_group_id packs the group id into 4 bytes
 
 
 def check_cache_full_blocks_args(
@@ -71,6 +72,17 @@ def check_cache_full_blocks_args(
     Returns:
         (num_cached_blocks, num_full_blocks, block_size, kv_cache_group_id) as plain ints.
     """
+    if (
+        type(num_cached_blocks) is type(num_full_blocks) is type(block_size) is int
+        and type(kv_cache_group_id) is int
+        and type(blocks) is list
+        and 0 <= num_cached_blocks
+        and 0 <= num_full_blocks <= len(blocks)
+        and 0 <= kv_cache_group_id < MAX_GROUP_ID
+        and hasattr(request, "block_hashes")
+        and hasattr(request, "request_id")
+    ):  # NOTE: the hot path: every allocate_slots passes here once per group
+        return num_cached_blocks, num_full_blocks, block_size, kv_cache_group_id
     if not (hasattr(request, "block_hashes") and hasattr(request, "request_id")):
         raise TypeError(
             "cache_full_blocks: request must be a Request (or an object with request_id and "
@@ -93,7 +105,7 @@ def check_cache_full_blocks_args(
             f"for {len(blocks)} blocks; allowed: 0 <= num_cached_blocks and 0 <= "
             "num_full_blocks <= len(blocks)"
         )
-    if not 0 <= group < _MAX_GROUP_ID:
+    if not 0 <= group < MAX_GROUP_ID:
         raise ValueError(
             f"cache_full_blocks: kv_cache_group_id {group}; allowed 0 <= kv_cache_group_id "
             "< 2**32"
@@ -245,7 +257,7 @@ def check_cached_block_args(block_hash: Any, kv_cache_group_ids: Any) -> list[in
                 f"get_cached_block: kv_cache_group_ids must hold ints, got "
                 f"{type(group_id).__name__} {group_id!r:.60}; allowed: 0 <= id < 2**32"
             )
-        if not 0 <= group_id < _MAX_GROUP_ID:
+        if not 0 <= group_id < MAX_GROUP_ID:
             raise ValueError(
                 f"get_cached_block: kv_cache_group_id {group_id}; allowed 0 <= id < 2**32"
             )
