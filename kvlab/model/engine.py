@@ -176,9 +176,8 @@ class LLM:
             max_num_batched_tokens=max_num_batched_tokens, pin_memory=False, device="cpu",
             block_sizes=[block_size] * num_groups, kernel_block_sizes=[block_size] * num_groups)
         self.kv_caches = model.allocate_kv_caches(num_gpu_blocks, block_size)
-        # NOTE: NONE_HASH is process-wide (vLLM sets it once per engine process); re-setting it
-        # here (random bytes without PYTHONHASHSEED) would silently turn every prefix hit of an
-        # engine built earlier into a miss.
+        # NOTE: NONE_HASH is process-wide (set once per vLLM engine process); re-set (random without
+        # PYTHONHASHSEED) it would turn every prefix hit of an engine built earlier into a miss.
         if not hasattr(block_hash_module, "NONE_HASH"):
             init_none_hash(sha256)
         self._block_hasher = get_request_block_hasher(block_size, sha256)
@@ -299,16 +298,11 @@ class LLM:
         return finished
 
     def _blocks_not_written(self, out: SchedulerOutput) -> list[int]:
-        """Blocks of this step's requests past the tokens computed before the step.
+        """Block ids (each once) of this step's requests past the tokens computed before it.
 
-        allocate_slots caches a block as soon as its tokens are scheduled, before the model
-        writes its KV; if the step fails, such a block stays in the prefix cache with garbage
-        KV and a later hit would read it. step() evicts them (as vLLM's scheduler evicts blocks
-        whose KV failed to load, via KVCacheManager.evict_blocks).
-
-        Returns:
-            Block ids, each once, in request then group then position order.
-        """
+        allocate_slots caches a block once its tokens are scheduled, before the model writes its
+        KV: after a failed step step() evicts these (as vLLM evicts blocks whose KV failed to
+        load, KVCacheManager.evict_blocks), or a later hit would read garbage KV."""
         ids: dict[int, None] = {}
         for rid, num_new in out.num_scheduled_tokens.items():
             request = self.scheduler.requests.get(rid)
