@@ -25,16 +25,20 @@ from __future__ import annotations
 import contextvars
 import functools
 import gettext
+import inspect
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = [
     "DOMAIN",
-    "N_",
     "LANGUAGES",
     "LOCALE_DIR",
+    "N_",
     "_",
     "check_language",
     "default_language",
@@ -42,6 +46,7 @@ __all__ = [
     "ngettext",
     "translations",
     "use_language",
+    "with_language",
 ]
 
 LANGUAGES = ("en", "zh")
@@ -56,7 +61,9 @@ LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 _ALIASES = {"en": "en", "c": "en", "posix": "en", "zh": "zh", "zh-cn": "zh", "zh-hans": "zh",
             "zh-sg": "zh", "zh-hans-cn": "zh"}  # fmt: skip
 
-_current: contextvars.ContextVar[str | None] = contextvars.ContextVar("kvlab_language", default=None)
+_current: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "kvlab_language", default=None
+)
 
 
 def check_language(lang: str) -> str:
@@ -70,7 +77,9 @@ def check_language(lang: str) -> str:
             has no Traditional catalogue), naming the languages allowed.
     """
     if not isinstance(lang, str):
-        raise ValueError(f"a language must be a string, one of {', '.join(LANGUAGES)}; got {lang!r}")
+        raise ValueError(
+            f"a language must be a string, one of {', '.join(LANGUAGES)}; got {lang!r}"
+        )
     tag = lang.split(".")[0].split("@")[0].replace("_", "-").lower()
     if tag in _ALIASES:
         return _ALIASES[tag]
@@ -155,3 +164,28 @@ def N_(message: str) -> str:
 def ngettext(singular: str, plural: str, n: int) -> str:
     """The singular or plural form for ``n`` in the current language (Chinese has one form)."""
     return translations(language()).ngettext(singular, plural, n)
+
+
+def with_language(fn: _F) -> _F:
+    """Give a renderer a keyword-only ``lang`` argument (``"en"``, ``"zh"``, a locale tag, or
+    None = the current language, see :func:`language`): the call runs inside
+    ``use_language(lang)``, so every string it and the views it calls produce is in ``lang``.
+
+    Raises (from the wrapped call): ValueError for an unknown ``lang``, before anything renders.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, lang: str | None = None, **kwargs: Any) -> Any:
+        with use_language(lang):
+            return fn(*args, **kwargs)
+
+    sig = inspect.signature(fn)
+    param = inspect.Parameter("lang", inspect.Parameter.KEYWORD_ONLY, default=None,
+                              annotation="str | None")  # fmt: skip
+    params = list(sig.parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        params.insert(len(params) - 1, param)
+    else:
+        params.append(param)
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]

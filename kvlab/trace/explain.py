@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kvlab.i18n import _, language, with_language
 from kvlab.trace.designs import design_of
 from kvlab.trace.events import EventKind, unpack_fixed_point
 from kvlab.trace.tables import key_code
@@ -112,6 +113,8 @@ class Explanation:
         eviction: What removed the deciding miss's key from the cache, or None.
         never_cached: True when that key was never cached before the lookup.
         block_size: Block size of group 0 (tokens).
+        lang: The language of its text: the current one (kvlab.i18n) when explain() ran, or
+            explain's ``lang``; ``eviction.how`` is written in it and ``str()`` renders in it.
     """
 
     call: Call
@@ -128,15 +131,20 @@ class Explanation:
     eviction: EvictionCause | None
     never_cached: bool
     block_size: int
+    lang: str = field(default="en", compare=False)
 
     def __str__(self) -> str:
         from kvlab.trace.explain_text import render_lines  # NOTE: text builds on these types
 
-        return "\n".join(render_lines(self))
+        return "\n".join(render_lines(self, lang=self.lang))
 
 
+@with_language
 def explain(trace: Any, call: int | Call) -> Explanation | NanoExplanation:
     """Explain one get_computed_blocks call of ``trace`` (or a nano-vllm ``allocate`` call).
+
+    The text (``str()`` of the answer) is in ``lang`` (keyword-only: ``"en"``, ``"zh"``; None =
+    the current language of kvlab.i18n); block ids, hashes and identifiers are the same in both.
 
     A trace of another cache design may explain its own calls (``design_of(trace).explain_call``):
     a NanoBlockManager trace (``config["cache"] == "nano-vllm"``) has no
@@ -193,6 +201,7 @@ def explain(trace: Any, call: int | Call) -> Explanation | NanoExplanation:
         eviction,
         never,
         bs,
+        lang=language(),
     )
 
 
@@ -380,7 +389,7 @@ def _top_call(trace: Any, i: int) -> Call | None:
 
 def _how(trace: Any, i: int, kind: EventKind, top: Call | None, block_id: int | None) -> str:
     if kind == K.ALL_BLOCKS_CLEARED:
-        return "reset_prefix_cache cleared every cached hash"
+        return _("reset_prefix_cache cleared every cached hash")
     j = i
     while j > 0 and trace.cols.kind[j - 1] == K.BLOCK_REMOVED:
         j -= 1
@@ -388,12 +397,26 @@ def _how(trace: Any, i: int, kind: EventKind, top: Call | None, block_id: int | 
     if own is not None:
         return own
     if j > 0 and trace.cols.kind[j - 1] == K.POPLEFT_N:
-        who = f"{top.name} of request {top.request}" if top is not None else "a caller"
-        return (
-            f"{who} needed new blocks: get_new_blocks popped block {block_id} from the "
+        return _(
+            "{who} needed new blocks: get_new_blocks popped block {block_id} from the "
             "free-queue head (least recently freed) and reused it"
-        )
+        ).format(who=caller_text(top), block_id=block_id)
     if top is not None and top.name == "evict_blocks":
-        return f"evict_blocks dropped block {block_id} from the prefix cache"
-    return f"block {block_id} was evicted" + (f" during {top.name}" if top is not None else "")
+        return _("evict_blocks dropped block {block_id} from the prefix cache").format(
+            block_id=block_id
+        )
+    return evicted_text(block_id, top)
 
+
+def caller_text(top: Call | None) -> str:
+    """``"<call> of request <id>"`` (or "a caller"), in the current language."""
+    if top is None:
+        return _("a caller")
+    return _("{name} of request {request}").format(name=top.name, request=top.request)
+
+
+def evicted_text(block_id: int | None, top: Call | None) -> str:
+    """``"block <id> was evicted [during <call>]"``, in the current language."""
+    if top is None:
+        return _("block {block_id} was evicted").format(block_id=block_id)
+    return _("block {block_id} was evicted during {name}").format(block_id=block_id, name=top.name)

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from kvlab.i18n import language
 from kvlab.trace.events import EventKind
 from kvlab.trace.tables import split_key_code
 from kvlab.trace.view import Call, short_hash
@@ -219,6 +220,8 @@ class NanoExplanation:
             "too_short" (no full block: nothing looked up).
         eviction: For a miss, what last removed that hash from the cache (an
             ``EvictionCause``), or None.
+        lang: The language of its text (the current one of kvlab.i18n when it was explained);
+            ``str()`` renders in it.
     """
 
     call: Call
@@ -231,11 +234,12 @@ class NanoExplanation:
     deciding_miss: NanoProbe | None
     reason: str
     eviction: Any
+    lang: str = field(default="en", compare=False)
 
     def __str__(self) -> str:
         from kvlab.trace.explain_text import render_nano_lines  # NOTE: text builds on these
 
-        return "\n".join(render_nano_lines(self))
+        return "\n".join(render_nano_lines(self, lang=self.lang))
 
 
 def explain_allocate(trace: Any, call: Call) -> NanoExplanation:
@@ -277,7 +281,7 @@ def explain_allocate(trace: Any, call: Call) -> NanoExplanation:
     eviction = _find_eviction(trace, deciding)[0] if deciding is not None else None
     result = call.result.get("result") or [0]
     return NanoExplanation(call, num_tokens, num_blocks, int(result[0]), bs, probes,
-                           reactivated, deciding, reason, eviction)  # fmt: skip
+                           reactivated, deciding, reason, eviction, lang=language())  # fmt: skip
 
 
 def _allocate_args(call: Call) -> tuple[int, int]:

@@ -1,8 +1,15 @@
-"""Readable text for an Explanation (what ``str(explain(trace, call))`` prints)."""
+"""Readable text for an Explanation (what ``str(explain(trace, call))`` prints).
+
+The text is in the language of kvlab.i18n: ``render_lines(e, lang="zh")`` (keyword-only; None =
+the current language). vLLM's identifiers (get_computed_blocks, num_tokens, hash_to_block_id ...),
+block ids, hashes and every number are the same in every language.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from kvlab.i18n import N_, _, with_language
 
 if TYPE_CHECKING:
     from kvlab.trace.explain import Explanation
@@ -11,31 +18,45 @@ if TYPE_CHECKING:
 __all__ = ["render_lines", "render_nano_lines"]
 
 
+def _reason_line(reason: str) -> str:
+    return _("  reason: {reason}").format(reason=reason)
+
+
+@with_language
 def render_lines(e: Explanation) -> list[str]:
     """The explanation as lines of text: the hit and cap, each turn, then why it stopped.
 
     Args:
         e: An Explanation from ``kvlab.trace.explain``.
     """
-    return _header(e) + _turns(e) + _causes(e) + [f"  reason: {e.reason}"]
+    return _header(e) + _turns(e) + _causes(e) + [_reason_line(e.reason)]
 
 
 def _header(e: Explanation) -> list[str]:
     c, bs = e.call, max(e.block_size, 1)
-    hit = (
-        f"get_computed_blocks for request {c.request} (event #{c.begin}, step {c.step}): "
-        f"hit {e.num_new_computed_tokens} of {e.num_tokens} tokens "
-        f"({e.num_new_computed_tokens // bs} blocks of {e.block_size})"
+    hit = _(
+        "get_computed_blocks for request {request} (event #{seq}, step {step}): "
+        "hit {hit} of {num_tokens} tokens ({hit_blocks} blocks of {block_size})"
+    ).format(
+        request=c.request,
+        seq=c.begin,
+        step=c.step,
+        hit=e.num_new_computed_tokens,
+        num_tokens=e.num_tokens,
+        hit_blocks=e.num_new_computed_tokens // bs,
+        block_size=e.block_size,
     )
-    cap = (
-        f"  cap: at most num_tokens - 1 = {e.max_cache_hit_length} tokens ("
-        f"{e.max_cache_hit_length // bs} full blocks); the last token is recomputed"
-    )
+    cap = _(
+        "  cap: at most num_tokens - 1 = {cap} tokens ({cap_blocks} full blocks); "
+        "the last token is recomputed"
+    ).format(cap=e.max_cache_hit_length, cap_blocks=e.max_cache_hit_length // bs)
     lines = [hit, cap]
     if e.capped:
         lines.append(
-            "  stopped by the cap: every block within it hit; the last full block "
-            "is recomputed to produce logits"
+            _(
+                "  stopped by the cap: every block within it hit; the last full block "
+                "is recomputed to produce logits"
+            )
         )
     return lines
 
@@ -45,69 +66,116 @@ def _turns(e: Explanation) -> list[str]:
     for t in e.turns:
         hits = sum(p.hit for p in t.probes)
         span = (
-            f"{t.hit_length_in} -> {t.hit_length_out} tokens"
+            _("{hit_in} -> {hit_out} tokens").format(
+                hit_in=t.hit_length_in, hit_out=t.hit_length_out
+            )
             if t.hit_length_out is not None
-            else f"max {t.hit_length_in} tokens"
+            else _("max {hit_in} tokens").format(hit_in=t.hit_length_in)
         )
-        reused = " (reused earlier hit)" if t.reused else ""
+        reused = _(" (reused earlier hit)") if t.reused else ""
         lines.append(
-            f"  iteration {t.iteration} groups {t.kv_cache_group_ids} ({t.spec}): "
-            f"{span}, {len(t.probes)} probes, {hits} hits{reused}"
+            _(
+                "  iteration {iteration} groups {groups} ({spec}): "
+                "{span}, {num_probes} probes, {hits} hits{reused}"
+            ).format(
+                iteration=t.iteration,
+                groups=t.kv_cache_group_ids,
+                spec=t.spec,
+                span=span,
+                num_probes=len(t.probes),
+                hits=hits,
+                reused=reused,
+            )
         )
     for t in e.shortened_by:
         why = (
-            " (every probe hit: rounded down to whole blocks)"
+            _(" (every probe hit: rounded down to whole blocks)")
             if all(p.hit for p in t.probes)
             else ""
         )
         lines.append(
-            f"  shortened by groups {t.kv_cache_group_ids} ({t.spec}) in iteration "
-            f"{t.iteration}: {t.hit_length_in} -> {t.hit_length_out} tokens{why}"
+            _(
+                "  shortened by groups {groups} ({spec}) in iteration "
+                "{iteration}: {hit_in} -> {hit_out} tokens{why}"
+            ).format(
+                groups=t.kv_cache_group_ids,
+                spec=t.spec,
+                iteration=t.iteration,
+                hit_in=t.hit_length_in,
+                hit_out=t.hit_length_out,
+                why=why,
+            )
         )
     return lines
+
+
+_REASON_NOTES = {
+    "complete": N_("  every full block within the cap hit; the remaining tokens fill no block"),
+    "too_short": N_("  no lookup: the prompt is shorter than one block plus one token"),
+    "no_lookup": N_("  no lookup: prefix caching is off or the request skips it"),
+}
 
 
 def _causes(e: Explanation) -> list[str]:
     lines = []
     if (m := e.deciding_miss) is not None:
         lines.append(
-            f"  miss: block index {m.block_index} (hash {m.hash}) not cached in group "
-            f"{m.kv_cache_group_id} (event #{m.seq})"
+            _(
+                "  miss: block index {block_index} (hash {hash}) not cached in group "
+                "{group} (event #{seq})"
+            ).format(block_index=m.block_index, hash=m.hash, group=m.kv_cache_group_id, seq=m.seq)
         )
     if e.eagle_dropped_blocks:
         lines.append(
-            f"  EAGLE: dropped the last {e.eagle_dropped_blocks} matched block(s) "
-            "(recomputed for the draft head)"
+            _(
+                "  EAGLE: dropped the last {n} matched block(s) (recomputed for the draft head)"
+            ).format(n=e.eagle_dropped_blocks)
         )
     if (ev := e.eviction) is not None:
         stored = (
-            f"; cached by request {ev.stored_by} at event #{ev.stored_seq}"
+            _("; cached by request {request} at event #{seq}").format(
+                request=ev.stored_by, seq=ev.stored_seq
+            )
             if ev.stored_seq is not None
             else ""
         )
-        lines.append(f"  evicted at event #{ev.seq} (step {ev.step}, {ev.kind}): {ev.how}{stored}")
+        lines.append(
+            _("  evicted at event #{seq} (step {step}, {kind}): {how}{stored}").format(
+                seq=ev.seq, step=ev.step, kind=ev.kind, how=ev.how, stored=stored
+            )
+        )
     elif e.never_cached:
         lines.append(
-            "  that block was never cached earlier in this trace (no request had "
-            "computed this prefix as a full block)"
+            _(
+                "  that block was never cached earlier in this trace (no request had "
+                "computed this prefix as a full block)"
+            )
         )
-    lines += {
-        "complete": ["  every full block within the cap hit; the remaining tokens fill no block"],
-        "too_short": ["  no lookup: the prompt is shorter than one block plus one token"],
-        "no_lookup": ["  no lookup: prefix caching is off or the request skips it"],
-    }.get(e.reason, [])
+    if e.reason in _REASON_NOTES:
+        lines.append(_(_REASON_NOTES[e.reason]))
     return lines
 
 
 _VERDICTS = {
-    "hit": "hit block {b}",
-    "stale_hit": "hit block {b} through a stale hash_to_block_id entry (same tokens, another "
-    "prefix: nano-vllm reuses KV computed for that prefix)",
-    "no_entry": "miss: no hash_to_block_id entry",
-    "token_mismatch": "miss: hash_to_block_id names block {e}, whose token_ids differ",
+    "hit": N_("hit block {b}"),
+    "stale_hit": N_(
+        "hit block {b} through a stale hash_to_block_id entry (same tokens, another "
+        "prefix: nano-vllm reuses KV computed for that prefix)"
+    ),
+    "no_entry": N_("miss: no hash_to_block_id entry"),
+    "token_mismatch": N_("miss: hash_to_block_id names block {e}, whose token_ids differ"),
+}
+
+_NANO_REASON_NOTES = {
+    "complete": N_("  every block hit (the prompt fills whole blocks)"),
+    "partial_last_block": N_(
+        "  every full block hit; the partial last block has no hash and is not looked up"
+    ),
+    "too_short": N_("  no lookup: the prompt is shorter than one block"),
 }
 
 
+@with_language
 def render_nano_lines(e: NanoExplanation) -> list[str]:
     """A nano-vllm allocate explained: the hit, each probe, re-activations, why it stopped.
 
@@ -116,52 +184,71 @@ def render_nano_lines(e: NanoExplanation) -> list[str]:
     """
     c, bs = e.call, max(e.block_size, 1)
     lines = [
-        (
-            f"allocate for request {c.request} (event #{c.begin}, step {c.step}, nano-vllm "
-            f"BlockManager): hit {e.num_cached_tokens} of {e.num_tokens} tokens "
-            f"({e.num_cached_tokens // bs} of {e.num_blocks} blocks of {e.block_size})"
+        _(
+            "allocate for request {request} (event #{seq}, step {step}, nano-vllm "
+            "BlockManager): hit {hit} of {num_tokens} tokens "
+            "({hit_blocks} of {num_blocks} blocks of {block_size})"
+        ).format(
+            request=c.request,
+            seq=c.begin,
+            step=c.step,
+            hit=e.num_cached_tokens,
+            num_tokens=e.num_tokens,
+            hit_blocks=e.num_cached_tokens // bs,
+            num_blocks=e.num_blocks,
+            block_size=e.block_size,
         ),
-        (
+        _(
             "  lookups go block 0, 1, ... and stop at the first miss; every later block is taken "
             "fresh from the head of free_block_ids"
         ),
     ]
     for p in e.probes:
-        text = _VERDICTS[p.verdict].format(b=p.block_id, e=p.entry_block_id)
-        lines.append(f"  probe block {p.block_index} (hash {p.hash}, event #{p.seq}): {text}")
+        text = _(_VERDICTS[p.verdict]).format(b=p.block_id, e=p.entry_block_id)
+        lines.append(
+            _("  probe block {block_index} (hash {hash}, event #{seq}): {verdict}").format(
+                block_index=p.block_index, hash=p.hash, seq=p.seq, verdict=text
+            )
+        )
     for block_id, steps in e.reactivated:
         lines.append(
-            f"  re-activated freed cached block {block_id}: removed from free_block_ids after "
-            f"scanning {steps} position(s) (O(n); vLLM V1 unlinks in O(1))"
+            _(
+                "  re-activated freed cached block {block_id}: removed from free_block_ids after "
+                "scanning {steps} position(s) (O(n); vLLM V1 unlinks in O(1))"
+            ).format(block_id=block_id, steps=steps)
         )
-    return lines + _nano_cause(e) + [f"  reason: {e.reason}"]
+    return lines + _nano_cause(e) + [_reason_line(e.reason)]
 
 
 def _nano_cause(e: NanoExplanation) -> list[str]:
     m: NanoProbe | None = e.deciding_miss
     if m is None:
-        return {
-            "complete": ["  every block hit (the prompt fills whole blocks)"],
-            "partial_last_block": [
-                "  every full block hit; the partial last block has no hash and is not looked up"
-            ],
-            "too_short": ["  no lookup: the prompt is shorter than one block"],
-        }[e.reason]
+        return [_(_NANO_REASON_NOTES[e.reason])]
     if m.verdict == "no_entry":
-        lines = [f"  stopped at block index {m.block_index}: first missing hash {m.hash}"]
-    else:
-        kind = "a stale entry" if m.entry_stale else "a valid entry (an xxhash64 collision)"
         lines = [
-            (
-                f"  stopped at block index {m.block_index}: token-id mismatch: hash {m.hash} has "
-                f"{kind} naming block {m.entry_block_id}, which holds other tokens now"
+            _("  stopped at block index {block_index}: first missing hash {hash}").format(
+                block_index=m.block_index, hash=m.hash
             )
         ]
+    else:
+        kind = _("a stale entry") if m.entry_stale else _("a valid entry (an xxhash64 collision)")
+        lines = [
+            _(
+                "  stopped at block index {block_index}: token-id mismatch: hash {hash} has "
+                "{kind} naming block {block_id}, which holds other tokens now"
+            ).format(block_index=m.block_index, hash=m.hash, kind=kind, block_id=m.entry_block_id)
+        ]
     if (ev := e.eviction) is not None:
-        stored = f"; cached by request {ev.stored_by}" if ev.stored_by is not None else ""
+        stored = (
+            _("; cached by request {request}").format(request=ev.stored_by)
+            if ev.stored_by is not None
+            else ""
+        )
         lines.append(
-            f"  removed from the cache at event #{ev.seq} (step {ev.step}): {ev.how}{stored}"
+            _("  removed from the cache at event #{seq} (step {step}): {how}{stored}").format(
+                seq=ev.seq, step=ev.step, how=ev.how, stored=stored
+            )
         )
     elif m.verdict == "no_entry":
-        lines.append("  no request had stored this hash earlier in this trace")
+        lines.append(_("  no request had stored this hash earlier in this trace"))
     return lines

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kvlab.i18n import N_
 from kvlab.trace import Call, Event, EventKind
 
 __all__ = [
@@ -29,13 +30,14 @@ __all__ = [
 K = EventKind
 
 SEGMENTS: tuple[tuple[str, str, str], ...] = (
-    ("comp", "num_computed_tokens", "already computed, blocks held"),
-    ("new_comp", "num_new_computed_tokens", "prefix-cache hit (touch)"),
-    ("ext_comp", "num_external_computed_tokens", "KV from a connector"),
-    ("new", "num_new_tokens", "computed this step"),
-    ("lookahead", "num_lookahead_tokens", "draft slots, never cached"),
+    ("comp", "num_computed_tokens", N_("already computed, blocks held")),
+    ("new_comp", "num_new_computed_tokens", N_("prefix-cache hit (touch)")),
+    ("ext_comp", "num_external_computed_tokens", N_("KV from a connector")),
+    ("new", "num_new_tokens", N_("computed this step")),
+    ("lookahead", "num_lookahead_tokens", N_("draft slots, never cached")),
 )
-"""(segment name, allocate_slots arg, what it is), left to right along the request."""
+"""(segment name, allocate_slots arg, what it is), left to right along the request (the
+meaning in English, marked for translation: views show it through ``kvlab.i18n._``)."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ The widget's CSS (``kvlab/viz/static/player.css``) uses the same hex values.
 
 from __future__ import annotations
 
+from kvlab.i18n import N_
 from kvlab.viz.snapshot import BlockStatus
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "STATUS_COLOURS",
     "STATUS_GLYPHS",
     "STATUS_LABELS",
+    "STATUS_NAMES",
     "status_style",
     "superscript",
 ]
@@ -52,11 +54,22 @@ STATUS_GLYPHS: dict[BlockStatus, str] = {
 
 STATUS_LABELS: dict[BlockStatus, str] = {
     BlockStatus.NULL: "null_block",
-    BlockStatus.IN_USE: "in use (superscript = ref_cnt)",
-    BlockStatus.IN_TRANSIT: "in transit (mid-operation)",
-    BlockStatus.EVICTABLE: "free, cached: evictable",
-    BlockStatus.FREE: "free, empty",
+    BlockStatus.IN_USE: N_("in use (superscript = ref_cnt)"),
+    BlockStatus.IN_TRANSIT: N_("in transit (mid-operation)"),
+    BlockStatus.EVICTABLE: N_("free, cached: evictable"),
+    BlockStatus.FREE: N_("free, empty"),
 }
+"""status -> legend label, in English (marked for translation: show it through
+``kvlab.i18n._``; ``null_block`` is vLLM's identifier and stays as it is)."""
+
+STATUS_NAMES: dict[BlockStatus, str] = {
+    BlockStatus.NULL: N_("null"),
+    BlockStatus.IN_USE: N_("in_use"),
+    BlockStatus.IN_TRANSIT: N_("in_transit"),
+    BlockStatus.EVICTABLE: N_("evictable"),
+    BlockStatus.FREE: N_("free"),
+}
+"""status -> the word the pool counts use (English = ``BlockStatus.value``; translate with ``_``)."""
 
 SEGMENT_COLOURS: dict[str, str] = {
     "comp": "#475569",

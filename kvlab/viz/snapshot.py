@@ -14,7 +14,8 @@ A block's status at an event (exactly one applies, checked in this order)::
     free        ref_cnt == 0, in the free queue, no block_hash: empty
 
 Examples:
-    >>> from kvlab.trace import KVState
+    >>> from kvlab.i18n import _
+from kvlab.trace import KVState
     >>> s = KVState.fresh(4); s.free_queue.pop(3); s.ref_cnt[3] = 1
     >>> [c.value for c in block_statuses(s)]
     ['null', 'free', 'free', 'in_use']
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from kvlab.i18n import _
 from kvlab.trace import KVState
 from kvlab.trace.tables import split_key_code
 from kvlab.trace.view import short_hash
@@ -225,7 +227,8 @@ def block_table_rows(state: KVState) -> list[BlockTableRow]:
 
 
 def group_label(config: dict[str, Any], kv_cache_group_id: int) -> str:
-    """``"group 1 · SlidingWindow (window 8)"`` from a trace's config (spec name shortened).
+    """``"group 1 · SlidingWindow (window 8)"`` from a trace's config (spec name shortened), in
+    the current language (kvlab.i18n).
 
     Args:
         config: ``Trace.config``.
@@ -233,8 +236,14 @@ def group_label(config: dict[str, Any], kv_cache_group_id: int) -> str:
     """
     groups = config.get("groups") or []
     if not 0 <= kv_cache_group_id < len(groups):
-        return f"group {kv_cache_group_id}"
+        return _("group {kv_cache_group_id}").format(kv_cache_group_id=kv_cache_group_id)
     g = groups[kv_cache_group_id]
     spec = str(g.get("spec", "?")).removesuffix("Spec")
-    extra = f" (window {g['sliding_window']})" if g.get("sliding_window") else ""
-    return f"group {kv_cache_group_id} · {spec}{extra}"
+    extra = (
+        _(" (window {sliding_window})").format(sliding_window=g["sliding_window"])
+        if g.get("sliding_window")
+        else ""
+    )
+    return _("group {kv_cache_group_id} · {spec}{extra}").format(
+        kv_cache_group_id=kv_cache_group_id, spec=spec, extra=extra
+    )

@@ -2,6 +2,11 @@
 table. Each takes a Trace and an event index and returns a rich renderable; print it with
 ``rich.print`` or turn it into plain text with ``to_text`` (what tests and the CLI compare).
 
+Language: every renderer takes a keyword-only ``lang`` (``"en"``, ``"zh"``; None = the current
+language of ``kvlab.i18n``: ``use_language``, else ``KVLAB_LANG`` / the locale). Labels, legends
+and captions are translated; vLLM's identifiers (block_id, ref_cnt, free_block_queue ...) and
+every number stay as they are.
+
 Examples:
     >>> import rich
     >>> rich.print(render_pool_grid(trace, 40))       # doctest: +SKIP
@@ -15,13 +20,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from kvlab.i18n import _, with_language
 from kvlab.trace.designs import design_of
 from kvlab.viz.design_header import last_deque_scan
-from kvlab.viz.palette import STATUS_GLYPHS, STATUS_LABELS, status_style, superscript
+from kvlab.viz.palette import (
+    STATUS_GLYPHS,
+    STATUS_LABELS,
+    STATUS_NAMES,
+    status_style,
+    superscript,
+)
 from kvlab.viz.snapshot import (
     BlockCell,
     BlockStatus,
@@ -79,12 +92,13 @@ class Flow:
         items: The pieces, in order.
         sep: Put between two items on one line.
         indent: Prefix of every line after the first.
-        empty: Shown when there are no items.
+        empty: Shown when there are no items (None = "(none)" in the current language).
     """
 
     def __init__(
-        self, items: list[Text], sep: str = " ", indent: str = "", empty: str = "(none)"
+        self, items: list[Text], sep: str = " ", indent: str = "", empty: str | None = None
     ) -> None:
+        empty = _("(none)") if empty is None else empty
         self.items, self.sep, self.indent, self.empty = items, sep, indent, empty
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -103,6 +117,7 @@ class Flow:
         yield line
 
 
+@with_language
 def render_legend(statuses: Iterable[BlockStatus] | None = None) -> Flow:
     """One line: a swatch and a label per block status (all statuses by default)."""
     samples = {
@@ -114,9 +129,9 @@ def render_legend(statuses: Iterable[BlockStatus] | None = None) -> Flow:
     }
     items = []
     for status in statuses or list(BlockStatus):
-        items.append((samples[status], STATUS_LABELS[status], status_style(status)))
+        items.append((samples[status], _(STATUS_LABELS[status]), status_style(status)))
         if status is BlockStatus.IN_USE:
-            items.append(("7²", "shared (ref_cnt ≥ 2)", status_style(status, 2)))
+            items.append(("7²", _("shared (ref_cnt ≥ 2)"), status_style(status, 2)))
     return Flow(
         [Text(f" {s} ", style=style) + Text(f" {label}") for s, label, style in items], "   "
     )
@@ -126,10 +141,20 @@ def _counts_line(cells: list[BlockCell]) -> Text:
     counts = {s: 0 for s in BlockStatus}
     for c in cells:
         counts[c.status] += 1
-    items = [f"{counts[s]} {s.value}" for s in BlockStatus if counts[s]]
-    return Text(f"{len(cells)} blocks: " + ", ".join(items), style="bold")
+    items = [
+        _("{count} {status}").format(count=counts[s], status=_(STATUS_NAMES[s]))
+        for s in BlockStatus
+        if counts[s]
+    ]
+    return Text(
+        _("{num_blocks} blocks: {counts}").format(
+            num_blocks=len(cells), counts=_(", ").join(items)
+        ),
+        style="bold",
+    )
 
 
+@with_language
 def render_pool_grid(
     trace: Any,
     index: int,
@@ -165,13 +190,20 @@ def render_pool_grid(
         for g in range(num_groups):
             parts.append(Text(group_label(trace.config, g), style="bold underline"))
             parts.append(Flow([_cell_text(c, width) for c, o in zip(shown, owners) if o == g]))
-        parts.append(Text("null block and unowned free blocks", style="bold underline"))
+        parts.append(Text(_("null block and unowned free blocks"), style="bold underline"))
         rest = [c for c, o in zip(shown, owners) if o is None]
         parts.append(Flow([_cell_text(c, width) for c in rest]))
     else:
         parts.append(Flow([_cell_text(c, width) for c in shown]))
     if len(cells) > max_blocks:
-        parts.append(Text(f"… blocks {max_blocks}..{len(cells) - 1} not drawn", style="dim"))
+        parts.append(
+            Text(
+                _("… blocks {first}..{last} not drawn").format(
+                    first=max_blocks, last=len(cells) - 1
+                ),
+                style="dim",
+            )
+        )
     if legend:
         parts.append(render_legend())
     return Group(*parts)
@@ -182,6 +214,7 @@ def _queue_chip(block_id: int, status: BlockStatus) -> Text:
     return Text(f" {block_id}{mark} ", style=status_style(status))
 
 
+@with_language
 def render_free_queue(trace: Any, index: int, max_blocks: int = 32) -> RenderableType:
     """The free_block_queue at event ``index``, fake head to fake tail (LRU order).
 
@@ -206,10 +239,12 @@ def render_free_queue(trace: Any, index: int, max_blocks: int = 32) -> Renderabl
     statuses = block_statuses(state)
     window = free_queue_window(state.free_queue_order(), max_blocks)
     title, tail_note = _queue_labels(trace, window.length)
-    items = [Text("evicts first ◀", style="bold #dc2626"), Text("HEAD", style="bold")]
+    items = [Text(_("evicts first ◀"), style="bold #dc2626"), Text("HEAD", style="bold")]
     items += [Text("⇄ ") + _queue_chip(b, statuses[b]) for b in window.head]
     if window.num_hidden:
-        items.append(Text(f"⇄ … {window.num_hidden} more …", style="italic"))
+        items.append(
+            Text(_("⇄ … {num_hidden} more …").format(num_hidden=window.num_hidden), style="italic")
+        )
     items += [Text("⇄ ") + _queue_chip(b, statuses[b]) for b in window.tail]
     items += [Text("⇄ ") + Text("TAIL", style="bold"), Text(tail_note, style="dim")]
     parts: list[RenderableType] = [title, Flow(items, indent="    ")]
@@ -218,8 +253,10 @@ def render_free_queue(trace: Any, index: int, max_blocks: int = 32) -> Renderabl
         seq, block_id, steps = scan
         parts.append(
             Text(
-                f"remove(block {block_id}) at event #{seq}: scanned {steps} position(s) of the "
-                "deque to find it (vLLM V1's FreeKVCacheBlockQueue unlinks in O(1))",
+                _(
+                    "remove(block {block_id}) at event #{seq}: scanned {steps} position(s) of the "
+                    "deque to find it (vLLM V1's FreeKVCacheBlockQueue unlinks in O(1))"
+                ).format(block_id=block_id, seq=seq, steps=steps),
                 style="italic",
             )
         )
@@ -232,6 +269,7 @@ def _queue_labels(trace: Any, length: int) -> tuple[Text, str]:
     return Text(title, style="bold"), tail_note
 
 
+@with_language
 def render_block_table(trace: Any, index: int, max_columns: int = 16) -> RenderableType:
     """req_to_blocks at event ``index``: one row per (request, group), logical block -> block_id.
 
@@ -249,15 +287,19 @@ def render_block_table(trace: Any, index: int, max_columns: int = 16) -> Rendera
     state = state_at(trace, index)
     rows = block_table_rows(state)
     if not rows:
-        return Text("block table: no request holds blocks", style="dim")
+        return Text(_("block table: no request holds blocks"), style="dim")
     statuses = block_statuses(state)
     widest = max(len(r.block_ids) for r in rows)
     ncols = max(1, min(widest, max_columns))  # NOTE: an empty block list still gets a cell
     hybrid = int(trace.config.get("num_groups") or 1) > 1
-    table = Table(title="block table (req_to_blocks)", title_style="bold", show_lines=False)
-    table.add_column("request", style="bold")
+    title = _("block table (req_to_blocks)")
+    table = Table(  # NOTE: wide enough that no word of the title (req_to_blocks) is split
+        title=title, title_style="bold", show_lines=False,
+        min_width=max(cell_len(w) for w in title.split()),
+    )  # fmt: skip
+    table.add_column(_("request"), style="bold")
     if hybrid:
-        table.add_column("group")
+        table.add_column(_("group"))
     for j in range(ncols):
         table.add_column(str(j), justify="right")
     if widest > max_columns:
@@ -268,7 +310,7 @@ def render_block_table(trace: Any, index: int, max_columns: int = 16) -> Rendera
             glyph = STATUS_GLYPHS[statuses[b]] if statuses[b] is BlockStatus.NULL else ""
             cells.append(Text(f"{b}{glyph}", style=status_style(statuses[b], state.ref_cnt[b])))
         if not r.block_ids:
-            cells.append(Text("(empty)", style="dim"))
+            cells.append(Text(_("(empty)"), style="dim"))
         cells += [""] * (ncols - max(min(len(r.block_ids), max_columns), 1))
         if widest > max_columns:
             extra = len(r.block_ids) - max_columns

@@ -1,6 +1,9 @@
 """Rich renderers of what calls did: hash chains, the hybrid fixed point, allocate_slots'
 token layout, the event list, and ``render_state`` (every view of one event, for the CLI).
 
+Every renderer takes a keyword-only ``lang`` (``"en"``, ``"zh"``; None = the current language of
+``kvlab.i18n``), like those of ``kvlab.viz.terminal``.
+
 Examples:
     >>> import rich
     >>> rich.print(render_state(trace, 40))            # doctest: +SKIP
@@ -14,6 +17,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvlab.i18n import _, ngettext, with_language
 from kvlab.trace import EventKind
 from kvlab.viz.calls import (
     block_size_of,
@@ -61,6 +65,7 @@ def _segments(children: dict[int, list[int]], start: int, ends: dict[int, list[s
     return path
 
 
+@with_language
 def render_hash_chain(
     trace: Any, index: int, requests: list[str] | None = None, max_nodes: int = 200
 ) -> RenderableType:
@@ -85,11 +90,11 @@ def render_hash_chain(
     state = state_at(trace, index)
     tree = build_hash_tree(trace)
     children, ends = tree.children(requests), tree.chain_ends(requests)
-    header = [Text("hash chains (block_hash, short hex) ·", style="bold")]
+    header = [Text(_("hash chains (block_hash, short hex) ·"), style="bold")]
     drawn = {h for kids in children.values() for h in kids}
     if any(cached_blocks_of(state, h) for h in drawn):  # no "hit" key when nothing hits
-        header.append(Text(" ✓ cached: hit ", style=f"bold #ffffff on {HIT}"))
-    header.append(Text(" ✗ not cached: miss ", style=f"bold #ffffff on {MISS}"))
+        header.append(Text(_(" ✓ cached: hit "), style=f"bold #ffffff on {HIT}"))
+    header.append(Text(_(" ✗ not cached: miss "), style=f"bold #ffffff on {MISS}"))
     lines: list[RenderableType] = [Flow(header)]
     budget, cut = max_nodes, False
     stack = [(h, 0) for h in reversed(children.get(-1, []))]
@@ -102,9 +107,12 @@ def render_hash_chain(
         lines.append(_chain_line(tree, state, path, level, ends))
         stack.extend((h, level + 1) for h in reversed(children.get(path[-1], [])))
     if stack or cut:
-        lines.append(Text(f"… more hashes not drawn (max_nodes={max_nodes})", style="dim"))
+        lines.append(
+            Text(_("… more hashes not drawn (max_nodes={max_nodes})").format(max_nodes=max_nodes),
+                 style="dim")
+        )  # fmt: skip
     if len(lines) == 1:
-        lines.append(Text("no request hash chain is known from this trace", style="dim"))
+        lines.append(Text(_("no request hash chain is known from this trace"), style="dim"))
     return Group(*lines)
 
 
@@ -137,6 +145,7 @@ def _hit_blocks_text(block_ids: Any, null_block_id: int | None) -> str:
     )
 
 
+@with_language
 def render_fixed_point(trace: Any, index: int) -> RenderableType:
     """The hybrid fixed point of the get_computed_blocks call at (or last before) ``index``.
 
@@ -149,14 +158,18 @@ def render_fixed_point(trace: Any, index: int) -> RenderableType:
     """
     call = find_call(trace, index, "get_computed_blocks")
     if call is None:
-        return Text("no get_computed_blocks call yet", style="dim")
+        return Text(_("no get_computed_blocks call yet"), style="dim")
     rows = fixed_point_rows(trace, call)
-    head = f"get_computed_blocks [{call.request}] at event #{call.begin}"
+    head = _("get_computed_blocks [{request}] at event #{seq}").format(
+        request=call.request, seq=call.begin
+    )
     if not rows:
-        return Text(f"{head}: one attention type, no fixed point", style="dim")
+        return Text(_("{head}: one attention type, no fixed point").format(head=head), style="dim")
     columns = list(dict.fromkeys(r.kv_cache_group_ids for r in rows))
-    table = Table(title=Text(f"hybrid fixed point · {head}"), title_style="bold")
-    table.add_column("iteration", justify="right")
+    table = Table(
+        title=Text(_("hybrid fixed point · {head}").format(head=head)), title_style="bold"
+    )
+    table.add_column(_("iteration"), justify="right")
     for ids in columns:
         table.add_column(", ".join(group_label(trace.config, g) for g in ids), justify="center")
     for it in sorted({r.iteration for r in rows}):
@@ -168,15 +181,18 @@ def render_fixed_point(trace: Any, index: int) -> RenderableType:
                 continue
             text = f"{row.hit_length_in} → {row.hit_length_out}"
             style = f"bold {MISS}" if row.shortened else ""
-            text += (" ✂" if row.shortened else "") + (" (reused)" if row.reused else "")
+            text += (" ✂" if row.shortened else "") + (_(" (reused)") if row.reused else "")
             blocks = _hit_blocks_text(row.block_ids, trace.initial_state.null_block_id)
             cells.append(Text(text + ("\n" + blocks if blocks else ""), style=style))
         table.add_row(*cells)
     result = call.result.get("num_new_computed_tokens")
-    table.caption = Text(f"tokens · result: num_new_computed_tokens = {result}")
+    table.caption = Text(
+        _("tokens · result: num_new_computed_tokens = {result}").format(result=result)
+    )
     return table
 
 
+@with_language
 def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> RenderableType:
     """allocate_slots' token layout (comp | new_comp | ext_comp | new | lookahead), to scale.
 
@@ -192,7 +208,7 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
     """
     call = find_call(trace, index, "allocate_slots")
     if call is None:
-        return Text("no allocate_slots call yet", style="dim")
+        return Text(_("no allocate_slots call yet"), style="dim")
     layout = slot_layout(call, block_size_of(trace))
     bs, nb = layout.block_size, max(layout.num_blocks, 1)
     cpb = max(2, min(bs, max_width // nb))  # characters per block
@@ -206,25 +222,41 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
         )
     for b in range(nb):
         ruler.append(f"{b:<{cpb}}"[:cpb])
-    res = (
-        "unfinished" if layout.allocated is None else
-        f"{'allocated' if layout.allocated else 'refused (None)'}, "
-        f"num_blocks_to_allocate = {layout.num_blocks_to_allocate}"
-    )  # fmt: skip
-    title = Text(f"allocate_slots [{call.request}] at event #{call.begin} · {res}", style="bold")
+    if layout.allocated is None:
+        res = _("unfinished")
+    else:
+        res = _("{outcome}, num_blocks_to_allocate = {n}").format(
+            outcome=_("allocated") if layout.allocated else _("refused (None)"),
+            n=layout.num_blocks_to_allocate,
+        )
+    title = Text(
+        _("allocate_slots [{request}] at event #{seq} · {result}").format(
+            request=call.request, seq=call.begin, result=res
+        ),
+        style="bold",
+    )
     legend = Flow(
         [
-            Text(f" {SEGMENT_SYMBOLS[s.name] * 2} {s.name} ",
-                 style=f"bold #ffffff on {SEGMENT_COLOURS[s.name]}")
-            + Text(f" {s.num_tokens} token{'' if s.num_tokens == 1 else 's'}: {s.meaning}")
+            Text(
+                f" {SEGMENT_SYMBOLS[s.name] * 2} {s.name} ",
+                style=f"bold #ffffff on {SEGMENT_COLOURS[s.name]}",
+            )
+            + Text(
+                ngettext(" {n} token: {meaning}", " {n} tokens: {meaning}", s.num_tokens).format(
+                    n=s.num_tokens, meaning=_(s.meaning)
+                )
+            )
             for s in layout.segments
         ],
         "   ",
     )
-    note = Text(f"block_size = {bs} tokens; ruler = logical block index", style="dim")
+    note = Text(
+        _("block_size = {bs} tokens; ruler = logical block index").format(bs=bs), style="dim"
+    )
     return Group(title, bar, ruler, legend, note)
 
 
+@with_language
 def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> RenderableType:
     """The events around ``index``, nested calls indented, ``index`` highlighted.
 
@@ -238,12 +270,16 @@ def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> Re
     state_at(trace, index)  # NOTE: validates index the same way every view does
     lines = [
         Text(
-            f"events {max(index - before, 0):,}..{min(index + after, len(trace) - 1):,} of {len(trace):,}",
+            _("events {first}..{last} of {total}").format(
+                first=f"{max(index - before, 0):,}",
+                last=f"{min(index + after, len(trace) - 1):,}",
+                total=f"{len(trace):,}",
+            ),
             style="bold",
         )
     ]
     if index < 0:
-        lines.append(Text("▶ (before event 0: the initial state)", style="reverse bold"))
+        lines.append(Text(_("▶ (before event 0: the initial state)"), style="reverse bold"))
     window = event_window(trace, index, before, after)
     notes = event_notes(trace, window[0].seq, window[-1].seq) if window else {}
     for e in window:
@@ -275,6 +311,7 @@ def focus_requests(trace: Any, index: int, limit: int = 8) -> list[str]:
     return [r for r in names if r in chains][:limit]
 
 
+@with_language
 def render_state(trace: Any, index: int, requests: list[str] | None = None) -> RenderableType:
     """Every view of event ``index``: header (with the cache design), pool grid, free queue, block table, the current
     allocate_slots layout, the hybrid fixed point (hybrid traces), hash chains and events.
@@ -289,10 +326,15 @@ def render_state(trace: Any, index: int, requests: list[str] | None = None) -> R
         KeyError: If a named request has no known hash chain.
     """
     state_at(trace, index)
-    what = str(trace[index]) if index >= 0 else "initial state (before event 0)"
+    what = str(trace[index]) if index >= 0 else _("initial state (before event 0)")
     parts: list[RenderableType] = [
         Group(
-            Text(f"event {index:,} of {len(trace):,} · {what}", style="bold reverse"),
+            Text(
+                _("event {index} of {total} · {what}").format(
+                    index=f"{index:,}", total=f"{len(trace):,}", what=what
+                ),
+                style="bold reverse",
+            ),
             render_cache_header(trace, index),
         ),
         render_pool_grid(trace, index),
