@@ -9,6 +9,11 @@
     kvlab lab                      JupyterLab on the course notebooks
 
 Everything here goes through kvlab's public APIs (kvlab.demo, kvlab.model, kvlab.trace, kvlab.viz).
+
+Language: ``kvlab --lang zh COMMAND`` or ``kvlab COMMAND --lang zh`` (demo, generate, trace show,
+trace info) prints views, reports and messages in Chinese; without it the environment decides
+(``KVLAB_LANG``, else the locale: ``LANG=zh_CN.UTF-8`` gives Chinese). ``kvlab demo --lang zh``
+also runs the demo on Chinese prompts. Help texts and error messages stay English.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from kvlab.cli_checks import (
     known_requests,
 )
 from kvlab.demo import DemoConfig
+from kvlab.i18n import _, check_language, default_language, language, use_language
 
 __all__ = ["main"]
 
@@ -45,6 +51,29 @@ def _set_threads(threads: int | None) -> None:
     torch.set_num_threads(threads or 1)
 
 
+def _set_language(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--lang``: render in ``value`` until the command ends (None on the group = the
+    environment's language; None on a command = what the group chose)."""
+    if value is None:
+        if ctx.parent is not None:
+            return None
+        try:
+            value = default_language()
+        except ValueError as exc:
+            raise click.BadParameter(f"KVLAB_LANG: {exc}", ctx=ctx, param=param) from exc
+    try:
+        lang = check_language(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+    ctx.with_resource(use_language(lang))
+    return lang
+
+
+_lang_option = click.option(
+    "--lang", default=None, metavar="en|zh", callback=_set_language, expose_value=False,
+    is_eager=True, help="Language of the output: en or zh (default: KVLAB_LANG, else the locale, "
+                        "e.g. LANG=zh_CN.UTF-8 gives zh).")
+
 _BLOCKS = click.IntRange(2, None)       # the null block plus at least one
 _POSITIVE = click.IntRange(1, None)
 _THREADS = click.IntRange(1, 1024)
@@ -52,6 +81,7 @@ _THREADS = click.IntRange(1, 1024)
 
 @click.group(cls=ErrorWrappingGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kvlab")
+@_lang_option
 def main() -> None:
     """kvlab: see vLLM V1's KV-cache manager at work."""
 
@@ -70,9 +100,12 @@ def main() -> None:
               default=Path("kvlab-demo"), show_default=True, help="Where the trace and report go.")
 @click.option("--quick", is_flag=True, help="Fewer, shorter requests (a smoke run).")
 @click.option("--threads", type=_THREADS, default=None, help="torch CPU threads (default 1).")
+@_lang_option
 def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, out_dir: Path,
          quick: bool, threads: int | None) -> None:
     """Run SmolLM2-135M on a classroom workload through kvlab's KV cache, then report.
+
+    With --lang zh the prompts are Chinese (a shared Chinese system prompt) and so is the report.
 
     Shared system prompts hit each other's blocks, a multi-turn chat hits its earlier turns,
     and a burst of long prompts in a small pool forces eviction and preemption. Writes
@@ -82,20 +115,21 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kvlab.demo import run_demo
+    from kvlab.report import act_label
 
     check_cache_size(num_gpu_blocks, block_size)
     check_output_dir(out_dir, "--out")
     _set_threads(threads)
     console = _console(record=True)
     cfg = DemoConfig(num_gpu_blocks=num_gpu_blocks, block_size=block_size, max_tokens=max_tokens,
-                     attention_backend=backend, quick=quick)
+                     attention_backend=backend, quick=quick, lang=language())
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
                   TimeElapsedColumn(), console=console, transient=False) as bar:
-        task = bar.add_task("loading SmolLM2-135M", total=None, info="")
+        task = bar.add_task(_("loading SmolLM2-135M"), total=None, info="")
 
         def progress(act: str, done: int, total: int) -> None:
-            bar.update(task, description=act, completed=done, total=total,
-                       info=f"{done}/{total} requests")
+            bar.update(task, description=act_label(act), completed=done, total=total,
+                       info=_("{done}/{total} requests").format(done=done, total=total))
 
         try:
             result = run_demo(cfg, progress=progress)
@@ -105,7 +139,8 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
                 f"the demo cannot run with --blocks {num_gpu_blocks} --block-size {block_size}: "
                 f"{exc} (the defaults, --blocks {_DEMO.num_gpu_blocks} --block-size "
                 f"{_DEMO.block_size}, fit every request)") from exc
-        bar.update(task, description="done", info=f"{len(result.requests)} requests")
+        bar.update(task, description=_("done"),
+                   info=_("{n} requests").format(n=len(result.requests)))
     from kvlab.report import print_demo_report, write_demo_files
 
     paths = write_demo_files(result, out_dir)
@@ -129,6 +164,7 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
 @click.option("--save", "save_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Save the trace here.")
 @click.option("--threads", type=_THREADS, default=None, help="torch CPU threads (default 1).")
+@_lang_option
 def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_blocks: int,
              backend: str, model_path: Path | None, save_path: Path | None,
              threads: int | None) -> None:
@@ -140,7 +176,7 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
     check_output_file(save_path, "--save")
     _set_threads(threads)
     console = _console()
-    with console.status("loading the model ..."):
+    with console.status(_("loading the model ...")):
         try:
             llm = LLM(model_path, num_gpu_blocks=num_gpu_blocks, block_size=block_size,
                       attention_backend=backend, progress=False)
@@ -151,7 +187,7 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
                 raise click.ClickException(str(exc)) from exc
             raise click.UsageError(str(exc)) from exc
     text = llm.chat_prompt([{"role": "user", "content": prompt}]) if chat else prompt
-    with console.status("generating ..."):
+    with console.status(_("generating ...")):
         try:
             (out,) = llm.generate([text], SamplingParams(max_tokens=max_tokens))
         except (ValueError, TypeError) as exc:
@@ -161,12 +197,14 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
     print_generation(console, llm, out)
     n = len(out.prompt_token_ids) + len(out.output_token_ids)
     if out.finish_reason == "length" and len(out.output_token_ids) < max_tokens:
-        console.print(f"[dim]stopped at max_model_len {llm.max_model_len} ({n} tokens): the most "
-                      f"one request can hold in {num_gpu_blocks} blocks of {block_size} tokens "
-                      f"(null block included); --blocks raises it[/]")
+        console.print(_("[dim]stopped at max_model_len {max_model_len} ({n} tokens): the most "
+                        "one request can hold in {num_blocks} blocks of {block_size} tokens "
+                        "(null block included); --blocks raises it[/]").format(
+                          max_model_len=llm.max_model_len, n=n, num_blocks=num_gpu_blocks,
+                          block_size=block_size))
     if save_path is not None:
         llm.trace.save(save_path)
-        console.print(f"trace saved to [bold]{save_path}[/]")
+        console.print(_("trace saved to [bold]{path}[/]").format(path=save_path))
 
 
 # ------------------------------------------------------------------------------------- compare
@@ -249,7 +287,7 @@ def figures(out_dir: Path) -> None:
 
     check_output_dir(out_dir, "--out")
     for path in write_canonical_figures(out_dir):
-        click.echo(f"wrote {path}")
+        click.echo(_("wrote {path}").format(path=path))
 
 
 # --------------------------------------------------------------------------------------- trace
@@ -265,6 +303,7 @@ def trace() -> None:
 @click.option("--view", type=click.Choice(["all", "pool", "queue", "table", "hashes", "events",
                                             "calls"]), default="all", show_default=True)
 @click.option("--request", "requests", multiple=True, help="Restrict the hash view to these ids.")
+@_lang_option
 def trace_show(path: Path, index: int, view: str, requests: tuple[str, ...]) -> None:
     """Show the state of a saved trace at one event."""
     from kvlab.report import print_trace_view
@@ -296,6 +335,7 @@ def trace_show(path: Path, index: int, view: str, requests: tuple[str, ...]) -> 
 
 @trace.command("info")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_lang_option
 def trace_info(path: Path) -> None:
     """Summarise a saved trace: config, events by kind, calls, requests."""
     from kvlab.report import print_trace_info

@@ -12,6 +12,11 @@ shows up in one trace:
    request is preempted and later recomputed.
 
 ``run_demo`` returns a ``DemoResult``; ``kvlab demo`` (kvlab/cli.py) draws it.
+
+``DemoConfig(lang="zh")`` (``kvlab demo --lang zh``) runs the same three acts on Chinese prompts
+(``PROMPTS["zh"]``): a Chinese system prompt of about 130 SmolLM2 tokens is the shared prefix,
+so a Chinese classroom sees its own text hit the prefix cache (the model's Chinese answers are
+weak; the cache is the point).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DemoConfig", "DemoRequest", "DemoResult", "run_demo", "trace_counts"]
+__all__ = ["PROMPTS", "DemoConfig", "DemoPrompts", "DemoRequest", "DemoResult", "run_demo",
+           "trace_counts"]
 
 SYSTEM_PROMPT = (
     "You are KV, a patient teaching assistant for a course on large language model serving. "
@@ -52,10 +58,66 @@ BURST_PROMPTS = [
     "and water to maps, shoes, and telling someone where they are going.",
 ]
 
+SYSTEM_PROMPT_ZH = (
+    "你是 KV，一门大语言模型推理服务课程的助教，耐心而细致。请用一两句简短的中文回答，"
+    "语言平实，不要列表，也不要代码。问题与显存有关时，请提到“块”；与速度有关时，请提到“复用”。"
+)
+SHARED_QUESTIONS_ZH = [
+    "什么是 KV 缓存？",
+    "推理服务为什么要把 KV 缓存切分成块？",
+    "前缀缓存能省下什么？",
+    "缓存满了会发生什么？",
+]
+CHAT_TURNS_ZH = [
+    "给我一个学习新编程语言的建议。",
+    "这个建议为什么有效？",
+    "用五个字总结上面两个回答。",
+]
+BURST_PROMPTS_ZH = [
+    ("写一个短篇故事：灯塔看守人在海滩上捡到一个神秘的漂流瓶，结局出人意料，和潮汐以及村里的一位"
+     "老朋友有关。"),
+    ("一步一步讲讲面包是怎么发起来的：酵母、糖、气体、面筋网络、进炉后的膨胀，以及为什么厨房冷了"
+     "一切都会变慢。"),
+    ("用一盏台灯和一个橙子做例子，向十岁的孩子解释月亮在一个月里为什么会变形，以及为什么我们总是"
+     "看到它的同一面。"),
+    "列出去山里长途徒步之前应该检查的事项，从天气和饮水，到地图、鞋子，再到告诉别人你要去哪里。",
+]
+
+
+@dataclass(frozen=True)
+class DemoPrompts:
+    """The text of the three acts in one language.
+
+    Attributes:
+        system: The system prompt every act-1 and act-2 request starts with (the shared prefix).
+        shared_questions: Act 1's user questions, one request each.
+        chat_turns: Act 2's user turns, one conversation.
+        burst: Act 3's long unrelated prompts (no system prompt).
+    """
+
+    system: str
+    shared_questions: tuple[str, ...]
+    chat_turns: tuple[str, ...]
+    burst: tuple[str, ...]
+
+
+PROMPTS: dict[str, DemoPrompts] = {
+    "en": DemoPrompts(SYSTEM_PROMPT, tuple(SHARED_QUESTIONS), tuple(CHAT_TURNS),
+                      tuple(BURST_PROMPTS)),
+    "zh": DemoPrompts(SYSTEM_PROMPT_ZH, tuple(SHARED_QUESTIONS_ZH), tuple(CHAT_TURNS_ZH),
+                      tuple(BURST_PROMPTS_ZH)),
+}
+"""Language (kvlab.i18n.LANGUAGES) -> the demo's prompts in it."""
+
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """Sizes of the demo (defaults fit a 2-core laptop in well under 3 minutes)."""
+    """Sizes of the demo (defaults fit a 2-core laptop in well under 3 minutes) and the language
+    of its prompts (``lang``: ``"en"`` or ``"zh"``, see PROMPTS).
+
+    Raises:
+        ValueError: If ``lang`` is not a language kvlab speaks (names en, zh).
+    """
 
     num_gpu_blocks: int = 24
     block_size: int = 16
@@ -65,6 +127,12 @@ class DemoConfig:
     burst_max_tokens: int = 48
     attention_backend: str = "auto"
     quick: bool = False
+    lang: str = "en"
+
+    def __post_init__(self) -> None:
+        from kvlab.i18n import check_language
+
+        object.__setattr__(self, "lang", check_language(self.lang))
 
 
 @dataclass
@@ -178,28 +246,30 @@ def run_demo(config: DemoConfig = DemoConfig(), *, progress: Callable[[str, int,
             return SamplingParams(max_tokens=config.burst_max_tokens, ignore_eos=True)
         return params
 
-    questions = SHARED_QUESTIONS[:2] if quick else SHARED_QUESTIONS
-    prompts = [llm.chat_prompt([{"role": "user", "content": q}], SYSTEM_PROMPT) for q in questions]
-    result.shared_prompt_ids = llm.tokenizer.encode(_system_prefix(llm), add_special_tokens=False)
+    text = PROMPTS[config.lang]
+    questions = text.shared_questions[:2] if quick else text.shared_questions
+    prompts = [llm.chat_prompt([{"role": "user", "content": q}], text.system) for q in questions]
+    result.shared_prompt_ids = llm.tokenizer.encode(_system_prefix(llm, text.system),
+                                                    add_special_tokens=False)
     _collect(result, "shared prompt", act("shared prompt", prompts))
 
     history: list[dict[str, str]] = []
-    for turn in CHAT_TURNS[:2] if quick else CHAT_TURNS:
+    for turn in text.chat_turns[:2] if quick else text.chat_turns:
         history.append({"role": "user", "content": turn})
-        (out,) = act("multi-turn", [llm.chat_prompt(history, SYSTEM_PROMPT)])
+        (out,) = act("multi-turn", [llm.chat_prompt(history, text.system)])
         _collect(result, "multi-turn", [out])
         history.append({"role": "assistant", "content": out.text})
 
-    burst = [llm.chat_prompt([{"role": "user", "content": p}]) for p in BURST_PROMPTS]
+    burst = [llm.chat_prompt([{"role": "user", "content": p}]) for p in text.burst]
     _collect(result, "burst", act("burst", burst))
     result.seconds = time.perf_counter() - t1
     return result
 
 
-def _system_prefix(llm: Any) -> str:
+def _system_prefix(llm: Any, system: str = SYSTEM_PROMPT) -> str:
     """The rendered system turn alone: the prefix every act-1 and act-2 prompt shares."""
     marker = "\u2063kvlab-user-turn\u2063"
-    full = llm.chat_prompt([{"role": "user", "content": marker}], SYSTEM_PROMPT)
+    full = llm.chat_prompt([{"role": "user", "content": marker}], system)
     head = full[: full.index(marker)]
     return head.rsplit("<|im_start|>", 1)[0] if "<|im_start|>" in head else head
 

@@ -1,6 +1,8 @@
 """Rich reports for the ``kvlab`` command: the demo report, one generation, a saved trace.
 
-Drawn from traces with kvlab.viz's terminal renderers; nothing here changes any state.
+Drawn from traces with kvlab.viz's terminal renderers; nothing here changes any state. Text is
+in the current language of kvlab.i18n (``kvlab --lang zh`` / ``use_language("zh")``); request
+ids, vLLM's identifiers and every number are the same in every language.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["print_demo_report", "print_generation", "print_trace_info", "print_trace_view",
+from kvlab.i18n import N_, _, ngettext
+
+__all__ = ["ACT_NAMES", "act_label", "print_demo_report", "print_generation", "print_trace_info", "print_trace_view",
            "write_demo_files"]
 
 
@@ -38,10 +42,10 @@ def write_demo_files(result: Any, out_dir: Path) -> dict[str, Path]:
     paths = {"trace": out_dir / "demo.kvtrace", "html": out_dir / "demo.html",
              "summary": out_dir / "summary.json"}
     trace.save(paths["trace"])
-    export_html(trace, paths["html"], title="kvlab demo: SmolLM2-135M on a small block pool",
-                description="Every KV-cache decision of the kvlab demo. The player opens as act 1 "
-                            "(shared system prompt) ends, before its last request frees its blocks; "
-                            "step back to watch the prefix being hit.",
+    export_html(trace, paths["html"], title=_("kvlab demo: SmolLM2-135M on a small block pool"),
+                description=_("Every KV-cache decision of the kvlab demo. The player opens as act 1 "
+                              "(shared system prompt) ends, before its last request frees its blocks; "
+                              "step back to watch the prefix being hit."),
                 index=_first_view(trace, result.act_end.get("shared prompt", -1)),
                 views=["pool", "block_table", "hash_chain", "free_queue", "allocate_slots",
                        "fixed_point", "slot_mapping", "events"])
@@ -62,18 +66,31 @@ def _first_view(trace: Any, at: int) -> int:
     return frees[-1] - 1 if frees else at
 
 
+ACT_NAMES = {
+    "shared prompt": N_("shared prompt"),
+    "multi-turn": N_("multi-turn"),
+    "burst": N_("burst"),
+}
+"""The demo's act keys (DemoRequest.act, summary.json) -> their label, translated when shown."""
+
+
+def act_label(act: str) -> str:
+    """The label of a demo act key (``"shared prompt"`` ...) in the current language."""
+    return _(ACT_NAMES[act]) if act in ACT_NAMES else act
+
+
 def _requests_table(result: Any) -> Table:
-    table = Table(title="Requests (prefix-cache hit measured at first admission)", title_justify="left",
-                  header_style="bold", expand=True)
-    for col, kw in [("request", {}), ("act", {}), ("prompt", {"justify": "right"}),
-                    ("hit", {"justify": "right"}), ("hit %", {"justify": "right"}),
-                    ("out", {"justify": "right"}), ("preempted", {"justify": "right"}),
-                    ("finish", {})]:
+    table = Table(title=_("Requests (prefix-cache hit measured at first admission)"),
+                  title_justify="left", header_style="bold", expand=True)
+    for col, kw in [(_("request"), {}), (_("act"), {}), (_("prompt"), {"justify": "right"}),
+                    (_("hit"), {"justify": "right"}), (_("hit %"), {"justify": "right"}),
+                    (_("out"), {"justify": "right"}), (_("preempted"), {"justify": "right"}),
+                    (_("finish"), {})]:
         table.add_column(col, **kw)
     for r in result.requests:
         pct = f"{100 * r.hit_rate:.0f}%"
         style = "green" if r.hit_rate > 0.5 else ("yellow" if r.hit_rate > 0 else "")
-        table.add_row(r.request_id, r.act, str(r.prompt_tokens), str(r.cached_tokens),
+        table.add_row(r.request_id, act_label(r.act), str(r.prompt_tokens), str(r.cached_tokens),
                       Text(pct, style=style), str(r.output_tokens),
                       Text(str(r.preemptions), style="bold red" if r.preemptions else ""),
                       r.finish_reason or "")
@@ -97,22 +114,29 @@ def _counts_panel(result: Any) -> Panel:
     hit = sum(r.cached_tokens for r in result.requests)
     preempted = sum(r.preemptions for r in result.requests)
     lines = [
-        f"pool: {result.config.num_gpu_blocks} blocks × {result.config.block_size} tokens "
-        f"(block 0 is the null block) · backend: {result.llm.model.attention_backend}",
-        f"steps: {c['steps']} · events recorded: {c['events']:,} · wall time: {result.seconds:.1f} s "
-        f"(model load {result.load_seconds:.1f} s)",
-        f"prompt tokens served from the prefix cache: {hit}/{prompt} ({100 * hit / max(prompt, 1):.0f}%)",
-        f"blocks allocated (get_new_blocks): {c['blocks_allocated']} · hit and touched: "
-        f"{c['blocks_touched']} · cached (BlockStored): {c['blocks_stored']} · "
-        f"evicted (BlockRemoved): {c['blocks_evicted']}",
-        f"lookups: {c['lookups']} ({c['lookup_hits']} hits) · preemptions: {preempted}",
+        _("pool: {num_blocks} blocks × {block_size} tokens (block 0 is the null block) · "
+          "backend: {backend}").format(num_blocks=result.config.num_gpu_blocks,
+                                       block_size=result.config.block_size,
+                                       backend=result.llm.model.attention_backend),
+        _("steps: {steps} · events recorded: {events} · wall time: {seconds} s "
+          "(model load {load} s)").format(steps=c["steps"], events=f"{c['events']:,}",
+                                          seconds=f"{result.seconds:.1f}",
+                                          load=f"{result.load_seconds:.1f}"),
+        _("prompt tokens served from the prefix cache: {hit}/{prompt} ({pct}%)").format(
+            hit=hit, prompt=prompt, pct=f"{100 * hit / max(prompt, 1):.0f}"),
+        _("blocks allocated (get_new_blocks): {allocated} · hit and touched: {touched} · "
+          "cached (BlockStored): {stored} · evicted (BlockRemoved): {evicted}").format(
+            allocated=c["blocks_allocated"], touched=c["blocks_touched"],
+            stored=c["blocks_stored"], evicted=c["blocks_evicted"]),
+        _("lookups: {lookups} ({hits} hits) · preemptions: {preemptions}").format(
+            lookups=c["lookups"], hits=c["lookup_hits"], preemptions=preempted),
     ]
-    return Panel("\n".join(lines), title="What the KV-cache manager did", title_align="left")
+    return Panel("\n".join(lines), title=_("What the KV-cache manager did"), title_align="left")
 
 
-def _plural(n: int, noun: str) -> str:
-    """``1 token``, ``2 tokens``, ``1,781 events``."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+def _tokens(n: int) -> str:
+    """``1 token``, ``2 tokens``, ``1,781 tokens`` (in the current language)."""
+    return ngettext("{n} token", "{n} tokens", n).format(n=f"{n:,}")
 
 
 def print_demo_report(console: Console, result: Any, paths: dict[str, Path]) -> None:
@@ -121,23 +145,26 @@ def print_demo_report(console: Console, result: Any, paths: dict[str, Path]) -> 
 
     trace = result.trace
     last = len(trace) - 1
-    console.rule("[bold]kvlab demo[/] · SmolLM2-135M-Instruct on kvlab's paged KV cache")
+    console.rule(_("[bold]kvlab demo[/] · SmolLM2-135M-Instruct on kvlab's paged KV cache"))
     console.print(_requests_table(result))
-    console.print(Panel(_texts(result), title="Generated text", title_align="left"))
+    console.print(Panel(_texts(result), title=_("Generated text"), title_align="left"))
     console.print(_counts_panel(result))
-    console.print(Panel(render_pool_grid(trace, last), title="BlockPool at the end", title_align="left"))
-    console.print(Panel(render_free_queue(trace, last), title="LRU free queue at the end",
+    console.print(Panel(render_pool_grid(trace, last), title=_("BlockPool at the end"),
+                        title_align="left"))
+    console.print(Panel(render_free_queue(trace, last), title=_("LRU free queue at the end"),
                         title_align="left"))
     shared = [r.request_id for r in result.requests if r.act == "shared prompt"]
     at = result.act_end.get("shared prompt", last)
     console.print(Panel(render_hash_chain(trace, at, shared), title_align="left",
-                        title=f"Hash chains of the shared-prompt requests, event {at:,} (end of act 1)",
-                        subtitle="the common prefix is drawn once", subtitle_align="left"))
-    console.print(Text.assemble(("trace: ", "bold"), str(paths["trace"]), "   ",
-                                ("player: ", "bold"), str(paths["html"]), "   ",
-                                ("summary: ", "bold"), str(paths["summary"])))
-    console.print(f"next: [bold]kvlab trace show {paths['trace']} --event 200[/]  ·  open "
-                  f"{paths['html']} in a browser to step through every event")
+                        title=_("Hash chains of the shared-prompt requests, event {at} "
+                                "(end of act 1)").format(at=f"{at:,}"),
+                        subtitle=_("the common prefix is drawn once"), subtitle_align="left"))
+    console.print(Text.assemble((_("trace: "), "bold"), str(paths["trace"]), "   ",
+                                (_("player: "), "bold"), str(paths["html"]), "   ",
+                                (_("summary: "), "bold"), str(paths["summary"])))
+    console.print(_("next: [bold]kvlab trace show {trace} --event 200[/]  ·  open {html} in a "
+                    "browser to step through every event").format(trace=paths["trace"],
+                                                                  html=paths["html"]))
 
 
 def print_generation(console: Console, llm: Any, out: Any) -> None:
@@ -146,20 +173,22 @@ def print_generation(console: Console, llm: Any, out: Any) -> None:
 
     trace = llm.trace
     last = len(trace) - 1
-    console.print(Panel(out.text.strip() or "(empty)", title=f"{out.request_id} · "
-                        f"{_plural(len(out.output_token_ids), 'token')} · {out.finish_reason}", title_align="left"))
+    console.print(Panel(out.text.strip() or _("(empty)"), title=f"{out.request_id} · "
+                        f"{_tokens(len(out.output_token_ids))} · {out.finish_reason}", title_align="left"))
     alloc = trace.calls("allocate_slots", request=out.request_id)
     blocks: list[int] = []
     for call in alloc:
         blocks += [e for e in _added_blocks(trace, call)]
     bs = llm.block_size
     n = len(out.prompt_token_ids) + len(out.output_token_ids)
-    console.print(f"block table of {out.request_id} ({_plural(n, 'token')}, block_size {bs}): "
-                  f"{blocks}  (logical block i holds tokens [i·{bs}, (i+1)·{bs}))")
+    console.print(_("block table of {request} ({tokens}, block_size {bs}): {blocks}  (logical "
+                    "block i holds tokens [i·{bs}, (i+1)·{bs}))").format(
+                        request=out.request_id, tokens=_tokens(n), bs=bs, blocks=blocks))
     console.print(render_pool_grid(trace, last))
     if n < bs:
-        console.print(Text(f"no full block: {n} tokens < block_size {bs}, so nothing was hashed "
-                           "(prefix caching shares full blocks only)", style="dim"))
+        console.print(Text(_("no full block: {n} tokens < block_size {bs}, so nothing was hashed "
+                             "(prefix caching shares full blocks only)").format(n=n, bs=bs),
+                           style="dim"))
     else:
         console.print(render_hash_chain(trace, last, [out.request_id]))
 
@@ -193,14 +222,15 @@ def print_trace_info(console: Console, trace: Any, path: Path) -> None:
     from kvlab.trace import EventKind
 
     kinds = Counter(EventKind(int(k)).name for k in trace.cols.kind)
-    head = Text(f"{path} · {len(trace):,} events · {trace.bytes_per_event:.1f} bytes/event in memory",
-                style="bold")
+    head = Text(_("{path} · {events} events · {bytes} bytes/event in memory").format(
+        path=path, events=f"{len(trace):,}", bytes=f"{trace.bytes_per_event:.1f}"), style="bold")
     table = Table()
-    table.add_column("event kind")
-    table.add_column("count", justify="right")
+    table.add_column(_("event kind"))
+    table.add_column(_("count"), justify="right")
     for name, count in kinds.most_common():
         table.add_row(name, f"{count:,}")
     calls = Counter(c.name for c in trace.calls())
     config = ", ".join(f"{k}={v}" for k, v in trace.config.items() if not isinstance(v, (list, dict)))
     console.print(Group(head, Text(config, style="dim"), table,
-                        Text("calls: " + ", ".join(f"{k} ×{v}" for k, v in calls.most_common()))))
+                        Text(_("calls: {calls}").format(
+                            calls=", ".join(f"{k} ×{v}" for k, v in calls.most_common())))))
