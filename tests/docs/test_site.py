@@ -102,6 +102,9 @@ def _snippets(md: Path) -> list[str]:
 @pytest.mark.parametrize("page", ["read-a-vllm-kv-event-stream", "trace-your-own-workload"])
 def test_how_to_code_runs(page: str, tmp_path: Path) -> None:
     code = "\n".join(_snippets(DOCS / "how-to" / f"{page}.md"))
+    twin = DOCS / "how-to" / f"{page}.zh.md"
+    if twin.is_file():  # the Chinese page shows the same code, so it runs the same
+        assert _snippets(twin) == _snippets(DOCS / "how-to" / f"{page}.md")
     assert code.strip()
     run = subprocess.run(
         [sys.executable, "-c", code],
@@ -398,6 +401,8 @@ MUST_BE_TRANSLATED = [  # issue 11: these pages have a Chinese text, not a fallb
     "explanation/trace-format.md",
     "how-to/index.md",
     "how-to/teach-a-class.md",
+    "how-to/trace-your-own-workload.md",
+    "how-to/use-your-own-model.md",
     "reference/index.md",
 ]
 _SWITCH = re.compile(r'<a href="([^"]*)" hreflang="(en|zh)" class="md-select__link">')
