@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from kvlab.i18n import _, with_language
 from kvlab.viz.hash_tree import build_hash_tree, cached_blocks_of
 from kvlab.viz.palette import HIT, MISS, SHARED, STATUS_COLOURS
 from kvlab.viz.snapshot import BlockStatus, block_statuses, free_queue_window, state_at
@@ -38,12 +39,14 @@ def _colours(status: BlockStatus, ref_cnt: int) -> tuple[str, str]:
     return SHARED if status is BlockStatus.IN_USE and ref_cnt >= 2 else STATUS_COLOURS[status]
 
 
+@with_language
 def hash_chain_dot(trace: Any, index: int, requests: list[str] | None = None) -> str:
     """DOT of the requests' hash chains (shared prefixes merged), coloured by the cache.
 
     Nodes ``h<hash index>`` are labelled with the short hex and, when cached at ``index``, the
     block id per group (green); uncached hashes are red. ``NONE_HASH`` is the root; a dashed
-    edge to ``r<hash index>`` names the requests whose known chain ends there.
+    edge to ``r<hash index>`` names the requests whose known chain ends there. Labels are in
+    ``lang`` (keyword-only; None = the current language of kvlab.i18n).
 
     Args:
         trace: A kvlab.trace.Trace.
@@ -57,9 +60,10 @@ def hash_chain_dot(trace: Any, index: int, requests: list[str] | None = None) ->
     state = state_at(trace, index)
     tree = build_hash_tree(trace)
     order = tree.preorder(requests)
+    title = _("hash chains at event {index}").format(index=index)
     lines = [
         "digraph hash_chain {",
-        f"  graph [rankdir=LR, {_GRAPH}, label={_q(f'hash chains at event {index}')}];",
+        f"  graph [rankdir=LR, {_GRAPH}, label={_q(title)}];",
         f"  node [{_NODE}];",
         '  edge [color="#555555", arrowsize=0.8];',
         '  none [label="NONE_HASH", fillcolor="#3a3a3a", fontcolor="#ffffff"];',
@@ -82,18 +86,20 @@ def _hash_node(hex_: str, h: int, cached: dict[int, tuple[int, ...]], num_groups
     """One hash node: green with the block id per group ('-' where missing), or red."""
     if cached:
         ids = "/".join(str(cached[g][0]) if g in cached else "-" for g in range(max(num_groups, 1)))
-        label, fill = f"{hex_}\\nblock {ids}", HIT
+        label, fill = hex_ + "\\n" + _("block {ids}").format(ids=ids), HIT
     else:
-        label, fill = f"{hex_}\\nnot cached", MISS
+        label, fill = hex_ + "\\n" + _("not cached"), MISS
     return f'  h{h} [label="{label}", fillcolor="{fill}", fontcolor="#ffffff", fontname="Courier-Bold"];'
 
 
+@with_language
 def free_queue_dot(trace: Any, index: int, max_blocks: int = 16) -> str:
     """DOT of the free_block_queue as vLLM links it: fake head ⇄ blocks ⇄ fake tail.
 
     Blocks are coloured by status (evictable ones carry their short hash); long queues keep
     their head end and a few tail blocks with the hidden count between. The head is marked as
-    the eviction end (popleft), the tail as where free_blocks appends.
+    the eviction end (popleft), the tail as where free_blocks appends. Labels are in ``lang``
+    (keyword-only; None = the current language of kvlab.i18n).
 
     Args:
         trace: A kvlab.trace.Trace.
@@ -107,22 +113,27 @@ def free_queue_dot(trace: Any, index: int, max_blocks: int = 16) -> str:
     state = state_at(trace, index)
     statuses = block_statuses(state)
     window = free_queue_window(state.free_queue_order(), max_blocks)
-    title = f"free_block_queue at event {index} · {window.length} free blocks"
+    title = _("free_block_queue at event {index} · {length} free blocks").format(
+        index=index, length=window.length
+    )
+    evict, append = _q(_("popleft: evicts first")), _q(_("free_blocks: append"))
+    head, tail = _q(_("fake head")), _q(_("fake tail"))
     lines = [
         "digraph free_block_queue {",
         f"  graph [rankdir=LR, nodesep=0.2, ranksep=0.3, {_GRAPH}, label={_q(title)}];",
         f"  node [{_NODE}];",
         '  edge [dir=both, arrowsize=0.6, color="#555555"];',
-        '  evict [label="popleft: evicts first", shape=plaintext, style=solid, fontcolor="#dc2626"];',
-        '  head [label="fake head", style="rounded,dashed", penwidth=1.5];',
-        '  tail [label="fake tail", style="rounded,dashed", penwidth=1.5];',
-        '  append [label="free_blocks: append", shape=plaintext, style=solid, fontcolor="#555555"];',
+        f'  evict [label={evict}, shape=plaintext, style=solid, fontcolor="#dc2626"];',
+        f'  head [label={head}, style="rounded,dashed", penwidth=1.5];',
+        f'  tail [label={tail}, style="rounded,dashed", penwidth=1.5];',
+        f'  append [label={append}, shape=plaintext, style=solid, fontcolor="#555555"];',
     ]
     chain = ["head"]
     for b in window.head:
         chain.append(f"b{b}")
     if window.num_hidden:
-        lines.append(f'  gap [label="… {window.num_hidden} more …", shape=plaintext, style=solid];')
+        gap = _q(_("… {num_hidden} more …").format(num_hidden=window.num_hidden))
+        lines.append(f"  gap [label={gap}, shape=plaintext, style=solid];")
         chain.append("gap")
     chain += [f"b{b}" for b in window.tail] + ["tail"]
     for b in window.shown():

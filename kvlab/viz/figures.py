@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import CONSOLE_SVG_FORMAT, Console, RenderableType
 from rich.terminal_theme import TerminalTheme
 
+from kvlab.i18n import _, with_language
 from kvlab.viz.dot import free_queue_dot, hash_chain_dot, render_svg
 from kvlab.viz.terminal import render_block_table, render_free_queue, render_pool_grid
 from kvlab.viz.terminal_calls import (
@@ -78,6 +79,7 @@ def _graph(dot: str, out: Path, name: str) -> Path:
     return path
 
 
+@with_language
 def write_figures(
     trace: Any,
     index: int,
@@ -86,6 +88,9 @@ def write_figures(
     width: int = 100,
 ) -> list[Path]:
     """Write every view of event ``index`` into ``out_dir``; return the paths written.
+
+    Labels are in ``lang`` (keyword-only: ``"en"``, ``"zh"``; None = the current language of
+    kvlab.i18n); file names, identifiers and numbers are the same in every language.
 
     Files: pool, free_queue, block_table, hash_chain, allocate_slots, events, state (terminal
     views), fixed_point (hybrid traces only), and free_queue_graph / hash_chain_graph
@@ -122,7 +127,8 @@ def write_figures(
     written = []
     for name, view in views.items():
         path = out / f"{name}.svg"
-        path.write_text(to_svg(view, width, f"kvlab · {name} · event {index}"), encoding="utf-8")
+        title = _("kvlab · {name} · event {index}").format(name=name, index=index)
+        path.write_text(to_svg(view, width, title), encoding="utf-8")
         written.append(path)
     written += [_graph(dot, out, name) for name, dot in graphs.items()]
     return written

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kvlab.i18n import N_, _, with_language
 from kvlab.trace.events import EventKind as K
 from kvlab.viz.calls import find_call
 
@@ -163,16 +164,18 @@ _EDGE_OFF = 'color="#a3a3a3", style=dashed, fontcolor="#737373"'
 
 
 def _ids(ids: tuple[int, ...]) -> str:
-    return "[" + ", ".join(map(str, ids)) + "]" if ids else "none"
+    return "[" + ", ".join(map(str, ids)) + "]" if ids else _("none")
 
 
 def _labels(flow: AllocateSlotsFlow) -> dict[str, str]:
     a = flow.call.args
-    need = f"needs {flow.num_blocks_to_allocate} blocks, {flow.num_free_blocks} free"
-    gate_need = need if flow.refused_by == "full_sequence_must_fit" else "(the admission gate)"
+    need = _("needs {n} blocks, {free} free").format(
+        n=flow.num_blocks_to_allocate, free=flow.num_free_blocks
+    )
+    gate_need = need if flow.refused_by == "full_sequence_must_fit" else _("(the admission gate)")
     step_need = need if flow.refused_by != "full_sequence_must_fit" else ""
     call = (
-        f"allocate_slots(request {flow.call.request})\\n"
+        _("allocate_slots(request {request})").format(request=flow.call.request) + "\\n"
         f"num_computed_tokens={a.get('num_computed_tokens')}  "
         f"num_new_computed_tokens={a.get('num_new_computed_tokens')}\\n"
         f"num_new_tokens={a.get('num_new_tokens')}  "
@@ -181,34 +184,41 @@ def _labels(flow: AllocateSlotsFlow) -> dict[str, str]:
     return {
         "call": call,
         "full_sequence_must_fit": "full_sequence_must_fit?",
-        "gate_fits": f"whole request fits?\\n{gate_need}",
-        "remove_skipped_blocks": ("remove_skipped_blocks\\nnull + free blocks outside the window\\n"
-                                  f"freed {_ids(flow.freed_by_window)}"),
-        "fits": f"enough free blocks?\\nget_num_blocks_to_allocate\\n{step_need}",
+        "gate_fits": _("whole request fits?") + f"\\n{gate_need}",
+        "remove_skipped_blocks": (
+            "remove_skipped_blocks\\n" + _("null + free blocks outside the window") + "\\n"
+            + _("freed {ids}").format(ids=_ids(flow.freed_by_window))
+        ),
+        "fits": _("enough free blocks?") + f"\\nget_num_blocks_to_allocate\\n{step_need}",
         "allocate_new_computed_blocks": (
-            "allocate_new_computed_blocks\\ntouch the hits: ref_cnt + 1\\n"
-            f"touched {_ids(flow.touched)}, out of the queue {_ids(flow.removed_from_queue)}"
+            "allocate_new_computed_blocks\\n" + _("touch the hits: ref_cnt + 1") + "\\n"
+            + _("touched {touched}, out of the queue {removed}").format(
+                touched=_ids(flow.touched), removed=_ids(flow.removed_from_queue))
         ),
         "allocate_new_blocks": ("allocate_new_blocks\\nget_new_blocks: popleft_n\\n"
-                                f"popped {_ids(flow.popped)}, evicted {_ids(flow.evicted)}"),
+                                + _("popped {popped}, evicted {evicted}").format(
+                                    popped=_ids(flow.popped), evicted=_ids(flow.evicted))),
         "cache_blocks": (
-            f"cache_blocks\\ncache_full_blocks: BlockStored\\nstored {_ids(flow.stored)}"
+            "cache_blocks\\ncache_full_blocks: BlockStored\\n"
+            + _("stored {ids}").format(ids=_ids(flow.stored))
         ),
-        "return_blocks": "return KVCacheBlocks\\n(the new blocks)",
-        "return_none": "return None\\nnothing changed",
+        "return_blocks": "return KVCacheBlocks\\n" + _("(the new blocks)"),
+        "return_none": "return None\\n" + _("nothing changed"),
     }  # fmt: skip
 
 
 _EDGES = (
-    ("call", "full_sequence_must_fit", ""), ("full_sequence_must_fit", "gate_fits", "yes"),
-    ("full_sequence_must_fit", "remove_skipped_blocks", "no"),
-    ("gate_fits", "remove_skipped_blocks", "yes"),
-    ("gate_fits", "return_none", "no"), ("remove_skipped_blocks", "fits", ""),
-    ("fits", "return_none", "no"), ("fits", "allocate_new_computed_blocks", "yes, with hits"),
-    ("fits", "allocate_new_blocks", "yes, no hit"),
+    ("call", "full_sequence_must_fit", ""), ("full_sequence_must_fit", "gate_fits", N_("yes")),
+    ("full_sequence_must_fit", "remove_skipped_blocks", N_("no")),
+    ("gate_fits", "remove_skipped_blocks", N_("yes")),
+    ("gate_fits", "return_none", N_("no")), ("remove_skipped_blocks", "fits", ""),
+    ("fits", "return_none", N_("no")),
+    ("fits", "allocate_new_computed_blocks", N_("yes, with hits")),
+    ("fits", "allocate_new_blocks", N_("yes, no hit")),
     ("allocate_new_computed_blocks", "allocate_new_blocks", ""),
-    ("allocate_new_blocks", "cache_blocks", "caching on"), ("cache_blocks", "return_blocks", ""),
-    ("allocate_new_blocks", "return_blocks", "delay_cache_blocks\\nor caching off"),
+    ("allocate_new_blocks", "cache_blocks", N_("caching on")),
+    ("cache_blocks", "return_blocks", ""),
+    ("allocate_new_blocks", "return_blocks", N_("delay_cache_blocks or caching off")),
 )  # fmt: skip
 
 
@@ -219,11 +229,14 @@ def _path_nodes(flow: AllocateSlotsFlow) -> list[str]:
     return nodes
 
 
+@with_language
 def allocate_slots_dot(trace: Any, call: Any) -> str:
     """DOT text of the allocate_slots flow chart, the path of ``call`` highlighted.
 
     Stages the call passed are filled blue and labelled with what they did; the others are
-    dashed grey. Deterministic for a given trace and call (tests compare it exactly).
+    dashed grey. Deterministic for a given trace and call (tests compare it exactly). Labels
+    are in ``lang`` (keyword-only; None = the current language of kvlab.i18n); vLLM's function
+    names stay as they are.
 
     Args:
         trace: A kvlab.trace.Trace.
@@ -239,11 +252,13 @@ def allocate_slots_dot(trace: Any, call: Any) -> str:
     labels, path = _labels(flow), _path_nodes(flow)
     taken = set(path)
     taken_edges = {(a, b) for a, b in zip(path, path[1:])}
+    title = _("allocate_slots, call #{seq} (step {step}): the path it took").format(
+        seq=flow.call.begin, step=flow.call.step
+    )
     lines = [
         "digraph allocate_slots {",
         '  graph [rankdir=TB, nodesep=0.35, ranksep=0.35, fontname="Helvetica", fontsize=16, '
-        f'labelloc=t, bgcolor="#ffffff", label="allocate_slots, call #{flow.call.begin} '
-        f'(step {flow.call.step}): the path it took"];',
+        f'labelloc=t, bgcolor="#ffffff", label="{title}"];',
         '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=12];',
         '  edge [fontname="Helvetica", fontsize=11, arrowsize=0.7];',
     ]
@@ -254,6 +269,8 @@ def allocate_slots_dot(trace: Any, call: Any) -> str:
     lines.append("  { rank=same; fits; return_none; }")
     for a, b, label in _EDGES:
         style = _EDGE_ON if (a, b) in taken_edges else _EDGE_OFF
+        # NOTE: a DOT line break inside the one two-line edge label (vLLM's flag, then the rest)
+        label = _(label).replace("delay_cache_blocks ", "delay_cache_blocks\\n") if label else ""
         text = f'label="{label}", ' if label else ""
         lines.append(f"  {a} -> {b} [{text}{style}];")
     lines.append("}")

@@ -3,8 +3,12 @@ left, vLLM's identifiers and every number the same as in the English render."""
 
 from __future__ import annotations
 
+import html
 import inspect
+import re
+from pathlib import Path
 
+import _zh_checks as _zh
 import pytest
 from _zh_checks import english_left, english_phrases, identifiers, numbers
 
@@ -13,7 +17,8 @@ from kvlab.compare.nano_trace import record_nano
 from kvlab.i18n import use_language
 from kvlab.trace import Trace
 from kvlab.trace.explain import explain
-from kvlab.viz import to_text
+from kvlab.viz import allocate_slots_dot, free_queue_dot, hash_chain_dot, render_svg, to_text
+from kvlab.viz.figures import write_figures
 from kvlab.viz.terminal import (
     render_block_table,
     render_free_queue,
@@ -143,3 +148,42 @@ def test_an_explanation_renders_in_its_own_language(shared: Trace) -> None:
     with use_language("en"):
         assert str(e).startswith("请求")  # its eviction text is Chinese: so is the rest
     assert str(explain(shared, call, lang="en")).startswith("get_computed_blocks for request")
+
+
+def _label_text(dot: str) -> str:
+    """The labels of a DOT text (what a reader sees), one per line."""
+    return "\n".join(re.findall(r'label="((?:[^"\\]|\\.)*)"', dot)).replace("\\n", "\n")
+
+
+def test_dot_figures_in_chinese(shared: Trace, hybrid: Trace) -> None:
+    alloc = shared.calls(name="allocate_slots")
+    pairs = [
+        (free_queue_dot(shared, 40, lang="en"), free_queue_dot(shared, 40, lang="zh")),
+        (hash_chain_dot(shared, 40, lang="en"), hash_chain_dot(shared, 40, lang="zh")),
+        (hash_chain_dot(hybrid, 60, lang="en"), hash_chain_dot(hybrid, 60, lang="zh")),
+    ] + [(allocate_slots_dot(shared, c, lang="en"), allocate_slots_dot(shared, c, lang="zh"))
+         for c in alloc]  # fmt: skip
+    for en, zh in pairs:
+        assert en != zh
+        en_labels, zh_labels = _label_text(en), _label_text(zh)
+        assert _zh.english_left(zh_labels) == [], zh_labels
+        assert numbers(zh_labels) == numbers(en_labels)
+        assert identifiers(en_labels) <= identifiers(zh_labels)
+        # the graph itself (nodes, edges, colours) is the same; only labels differ
+        assert re.sub(r'label="(?:[^"\\]|\\.)*"', "", en) == re.sub(
+            r'label="(?:[^"\\]|\\.)*"', "", zh
+        )
+    fq = free_queue_dot(shared, 40, lang="zh")
+    assert "空闲队列 free_block_queue" in fq and "伪头节点" in fq and "popleft：最先驱逐" in fq
+    assert "未缓存" in hash_chain_dot(shared, 40, lang="zh")
+    flows = "".join(allocate_slots_dot(shared, c, lang="zh") for c in alloc)
+    assert "空闲块够吗？" in flows and "touch 命中的块：ref_cnt + 1" in flows
+    svg = render_svg(fq)
+    assert "伪头节点" in svg and "<svg" in svg
+
+
+def test_write_figures_in_chinese(shared: Trace, tmp_path: Path) -> None:
+    paths = write_figures(shared, 40, tmp_path, lang="zh")
+    queue = (tmp_path / "free_queue.svg").read_text(encoding="utf-8")
+    assert "最先驱逐" in queue.replace("&#160;", " ") or "最先驱逐" in html.unescape(queue)
+    assert {p.name for p in paths} == {p.name for p in write_figures(shared, 40, tmp_path / "en")}
