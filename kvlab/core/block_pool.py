@@ -236,7 +236,7 @@ class BlockPool:
                 continue  # null (skipped) or masked-out blocks are never cached
             block_hash = new_block_hashes[i]
             key = make_block_hash_with_group_id(block_hash, kv_cache_group_id)
-            blk.block_hash = key
+            blk._block_hash = key  # NOTE: the slot: check_cache_full_blocks proved it unset
             cached_map.insert(key, blk)
             if new_hashes is not None:
                 new_hashes.append(maybe_convert_block_hash(block_hash))
@@ -296,6 +296,28 @@ class BlockPool:
             rec.get_new_blocks([b.block_id for b in ret])
         return ret
 
+    def _get_new_blocks_unchecked(self, num_blocks: int) -> list[KVCacheBlock]:
+        """get_new_blocks for the managers, which pass an int in [1, free blocks].
+
+        The managers compute ``num_blocks`` themselves and allocate_slots has already checked
+        that the pool holds that many free blocks, so only the public get_new_blocks checks
+        its argument. With a recorder or a metrics collector attached it is get_new_blocks.
+        """
+        if self.recorder is not None or self.metrics_collector is not None:
+            return self.get_new_blocks(num_blocks)
+        ret: list[KVCacheBlock] = self.free_block_queue.popleft_n(num_blocks)
+        if self.enable_caching:
+            # NOTE: one loop, and the evict call only for blocks that still have a hash
+            # (vLLM calls _maybe_evict_cached_block for every block).
+            for block in ret:
+                if block._block_hash is not None:
+                    self._maybe_evict_cached_block(block)
+                block.ref_cnt += 1
+        else:
+            for block in ret:
+                block.ref_cnt += 1
+        return ret
+
     def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
         """Drop ``block`` from the prefix cache if it is cached there.
 
@@ -307,12 +329,12 @@ class BlockPool:
         """
         if self.metrics_collector is not None:
             self.metrics_collector.on_block_evicted(block)
-        block_hash = block.block_hash
+        block_hash = block._block_hash
         if block_hash is None:
             return False
         if self.cached_block_hash_to_block.pop(block_hash, block.block_id) is None:
             return False
-        block.reset_hash()
+        block._block_hash = None  # reset_hash(), inlined (hot)
         if self.enable_kv_cache_events:
             self.kv_event_queue.append(
                 BlockRemoved(
@@ -411,6 +433,52 @@ class BlockPool:
             # first position (vLLM links it k times and corrupts the queue). append_n changed
             # nothing when it refused the duplicate.
             self.free_block_queue.append_n(list({id(b): b for b in to_append}.values()))
+
+    def _touch_unchecked(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """touch for the managers, whose hit blocks come from the pool's own cached map.
+
+        One pass, as vLLM's touch; with a recorder or a metrics collector attached it is
+        touch (whose two passes keep a recorded trace equal to the live state).
+        """
+        if self.recorder is not None or self.metrics_collector is not None:
+            self.touch(blocks)
+            return
+        queue = self.free_block_queue
+        for block in blocks:
+            if block.ref_cnt == 0 and not block.is_null:
+                queue.remove(block)
+            block.ref_cnt += 1
+
+    def _free_blocks_unchecked(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
+        """free_blocks for the managers, which free only blocks a request holds.
+
+        A request's block list holds each of this pool's blocks at most once (only the null
+        block repeats) and only blocks with ref_cnt >= 1, so the double-free and duplicate
+        checks of the public free_blocks cannot fire here and are skipped: one pass that
+        decrements ref_cnt and links each block that reaches 0 at the queue's tail, in order.
+        Caller-built blocks get vLLM's treatment, as in free_blocks. With a recorder attached
+        it is free_blocks (the recorder hears ``free_blocks`` and then ``append_n``).
+        """
+        if self.recorder is not None:
+            self.free_blocks(ordered_blocks)
+            return
+        queue = self.free_block_queue
+        tail = queue.fake_free_list_tail
+        last_block = tail.prev_free_block
+        if last_block is None:  # NOTE: as append_n (vLLM asserts here)
+            raise AssertionError("prev_free_block of fake_free_list_tail should always exist")
+        num_appended = 0
+        for block in ordered_blocks:
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0 and not block.is_null:
+                block.prev_free_block = last_block
+                last_block.next_free_block = block
+                last_block = block
+                num_appended += 1
+        if num_appended:
+            last_block.next_free_block = tail
+            tail.prev_free_block = last_block
+            queue.num_free_blocks += num_appended
 
     def evict_blocks(self, block_ids: Iterable[int]) -> None:
         """Drop the given blocks from the prefix cache (used ones stay allocated).

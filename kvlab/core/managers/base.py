@@ -255,7 +255,7 @@ class SingleTypeKVCacheManager(ABC):
             raise ValueError("prefix caching is disabled: new_computed_blocks must be empty")
 
         if self.enable_caching:
-            self.block_pool.touch(new_computed_blocks)
+            self.block_pool._touch_unchecked(new_computed_blocks)
         # NOTE: vLLM creates the entry before the touch; kvlab creates it with its first
         # extend so that req_to_blocks and the recorder's events agree at every event.
         rec = self.recorder
@@ -281,7 +281,7 @@ class SingleTypeKVCacheManager(ABC):
 
     def _extend_new_blocks(self, request_id: str, num_blocks: int) -> list[KVCacheBlock]:
         """Take ``num_blocks`` fresh blocks from the pool and append them to the request's."""
-        new_blocks = self.block_pool.get_new_blocks(num_blocks)
+        new_blocks = self.block_pool._get_new_blocks_unchecked(num_blocks)
         self.req_to_blocks[request_id].extend(new_blocks)
         rec = self.recorder
         if rec is not None and new_blocks:
@@ -378,7 +378,7 @@ class SingleTypeKVCacheManager(ABC):
             rec = self.recorder
             if rec is not None:
                 rec.req_free(request_id, self.kv_cache_group_id)
-        self.block_pool.free_blocks(reversed(req_blocks))
+        self.block_pool._free_blocks_unchecked(reversed(req_blocks))
         self.num_cached_block.pop(request_id, None)
 
     def remove_skipped_blocks(self, request_id: str, total_computed_tokens: int) -> None:
@@ -416,7 +416,7 @@ class SingleTypeKVCacheManager(ABC):
         rec = self.recorder
         if rec is not None:
             rec.req_blocks_null(request_id, self.kv_cache_group_id, indices)
-        self.block_pool.free_blocks(removed_blocks)
+        self.block_pool._free_blocks_unchecked(removed_blocks)
 
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         """Leading tokens the next token's attention no longer reads (tokens); 0 here.
