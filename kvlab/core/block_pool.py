@@ -297,11 +297,12 @@ class BlockPool:
         return ret
 
     def _get_new_blocks_unchecked(self, num_blocks: int) -> list[KVCacheBlock]:
-        """get_new_blocks for the managers, which pass an int in [1, free blocks].
+        """get_new_blocks for the managers, which pass an int they computed themselves.
 
-        The managers compute ``num_blocks`` themselves and allocate_slots has already checked
-        that the pool holds that many free blocks, so only the public get_new_blocks checks
-        its argument. With a recorder or a metrics collector attached it is get_new_blocks.
+        allocate_slots has already checked that the pool holds that many free blocks, so the
+        type and count checks of the public get_new_blocks are skipped (popleft_n still
+        refuses a count outside [0, free blocks] before any change). With a recorder or a
+        metrics collector attached it is get_new_blocks.
         """
         if self.recorder is not None or self.metrics_collector is not None:
             return self.get_new_blocks(num_blocks)

@@ -495,3 +495,67 @@ def test_recorder_reset_and_single_block_queue_ops():
         ("append", 2),
     ]
     assert pool.free_block_queue.recorder is None
+
+
+# --- the managers' unchecked paths: same outcome as the public, checked ones -----------------
+
+
+def _pool_state(pool):
+    return (
+        free_ids(pool),
+        [b.ref_cnt for b in pool.blocks],
+        [b.block_hash for b in pool.blocks],
+        len(pool.cached_block_hash_to_block),
+    )
+
+
+def _run_ops(pool, internal):
+    """get_new_blocks / cache / free / touch / evicting get_new_blocks, through one path."""
+    get = pool._get_new_blocks_unchecked if internal else pool.get_new_blocks
+    free = pool._free_blocks_unchecked if internal else pool.free_blocks
+    touch = pool._touch_unchecked if internal else pool.touch
+    req = make_request([1, 2, 3, 4, 5, 6])
+    a = get(3)
+    pool.cache_full_blocks(req, a, 0, 3, 2, 0)
+    b = get(2)
+    free(reversed(a))
+    touch([a[0], pool.null_block])  # a hit on a free cached block, and the null block
+    free(reversed(b + [pool.null_block]))
+    c = get(4)  # queue 6, 7, 3, 2, 5, 4: pops 6, 7 (never cached), 3 and 2 (lose their hashes)
+    return [x.block_id for x in a + b + c]
+
+
+@pytest.mark.parametrize("enable_caching", [True, False])
+def test_unchecked_internal_paths_match_the_public_ones(enable_caching):
+    states = []
+    for internal in (False, True):
+        pool = BlockPool(num_gpu_blocks=8, enable_caching=enable_caching, hash_block_size=2)
+        ids = _run_ops(pool, internal)
+        states.append((ids, _pool_state(pool)))
+    assert states[0] == states[1]
+    ids, (queue, ref_cnts, hashes, num_cached) = states[1]
+    assert ids == [1, 2, 3, 4, 5, 6, 7, 3, 2]
+    assert queue == [5, 4] and ref_cnts[1:] == [1, 1, 1, 0, 0, 1, 1]
+    if enable_caching:  # block 1 (the hit) keeps its hash; 2 and 3 were evicted when reused
+        assert num_cached == 1 and hashes[1] is not None and hashes[2:4] == [None, None]
+
+
+def test_free_blocks_unchecked_caller_built_blocks_follow_vllm():
+    # Same semantics as free_blocks for blocks built outside the pool (vLLM's own tests).
+    pool = BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=4)
+    held = pool._get_new_blocks_unchecked(2)  # blocks 1, 2
+    outside = [KVCacheBlock(3), KVCacheBlock(1000)]
+    pool._free_blocks_unchecked([outside[0], held[1], outside[1]])
+    assert [b.ref_cnt for b in outside] == [-1, -1] and held[1].ref_cnt == 0
+    assert free_ids(pool) == [3, 4, 5, 6, 7, 2]
+    assert pool.get_num_free_blocks() == 6
+
+
+def test_public_free_blocks_still_refuses_a_double_free_after_a_manager_free():
+    # The managers free through the unchecked path; the public entry point keeps its check.
+    pool = BlockPool(num_gpu_blocks=4, enable_caching=True, hash_block_size=4)
+    a, b = pool._get_new_blocks_unchecked(2)
+    pool._free_blocks_unchecked(reversed([a, b]))
+    with pytest.raises(ValueError, match=r"block 2 is already free \(ref_cnt 0\)"):
+        pool.free_blocks([b])
+    assert free_ids(pool) == [3, 2, 1] and (a.ref_cnt, b.ref_cnt) == (0, 0)
