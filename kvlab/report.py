@@ -24,7 +24,7 @@ __all__ = ["ACT_NAMES", "act_label", "print_demo_report", "print_generation", "p
 
 
 def _ellipsis(text: str, width: int) -> str:
-    text = " ".join(text.split())
+    text = " ".join(text.split()).rstrip("\ufffd")  # NOTE: a reply cut inside a UTF-8 character
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
