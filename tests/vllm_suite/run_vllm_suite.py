@@ -9,8 +9,9 @@ setup_oracle_venv.sh VENV``) and vLLM's source tree with its tests (only the sdi
     ln -sfn T/pip-download-*/vllm_*/ /work/vllm-src/src
     VENV/bin/python tests/vllm_suite/run_vllm_suite.py --src /work/vllm-src/src
 
-Each file runs twice in a subprocess from the source tree (``--noconftest``: vLLM's root conftest
-needs packages the CPU environment lacks and these files use none of its fixtures), both times with
+Each file runs twice in a subprocess from the source tree (``--confcutdir`` at the file's folder:
+vLLM's root conftest needs packages the CPU environment lacks; a folder's own conftest is kept),
+both times with
 ``-p vllm_env`` (vLLM's CPU platform, stand-in model configs in an offline hub cache): once as is,
 once with ``-p kvlab_redirect`` (vLLM's KV-cache modules served by kvlab's). Exit 1 when a test
 that passes on vLLM fails on kvlab.
@@ -34,17 +35,33 @@ FILES = [
     "tests/v1/test_request.py",
     "tests/v1/core/test_kv_sharing.py",
     "tests/v1/core/test_scheduler.py",
+    "tests/v1/core/test_async_scheduler.py",
+    "tests/v1/core/test_priority_scheduler_random.py",
+    "tests/v1/core/test_output.py",
     "tests/v1/worker/test_gpu_input_batch.py",
+    # KV-connector / offload scheduler tests that run on a CPU
+    "tests/v1/kv_connector/unit/test_remote_decode_lifecycle.py",
+    "tests/v1/kv_connector/unit/test_remote_prefill_lifecycle.py",
+    "tests/v1/kv_connector/unit/test_kv_load_failure_recovery.py",
+    "tests/v1/kv_connector/unit/test_invalid_blocks_correctness.py",
+    "tests/v1/kv_connector/unit/test_scheduler_kv_connector_override.py",
+    "tests/v1/kv_connector/unit/test_cache_pollution_prevention.py",
+    "tests/v1/kv_connector/unit/test_error_propagation.py",
+    "tests/v1/kv_connector/unit/test_kv_connector_lifecycle.py",
+    "tests/v1/kv_connector/unit/offloading_connector/test_scheduler.py",
 ]
-_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)")
+# A test outcome line of -rA ("ERROR <date> ..." log lines are not: the id names a .py file).
+_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+\.py(?:::\S+)?)")
 
 
 def run_file(python: str, src: Path, test_file: str, kvlab: bool, timeout: int) -> dict[str, str]:
     """nodeid -> outcome for one file ("ERROR <file>" when it does not even collect)."""
     env = dict(os.environ, VLLM_LOGGING_LEVEL="ERROR", PYTHONDONTWRITEBYTECODE="1")
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
-    cmd = [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "--noconftest",
-           "-p", "vllm_env", test_file]
+    # --confcutdir: only conftests in the test file's own folder (vLLM's root conftest needs
+    # packages the CPU environment lacks; a folder's own one holds the fixtures its tests use).
+    cmd = [python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+           "--confcutdir", str(Path(test_file).parent), "-p", "vllm_env", test_file]
     if kvlab:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), env["PYTHONPATH"]])
         cmd[-1:-1] = ["-p", "kvlab_redirect"]
@@ -87,7 +104,7 @@ def main(argv=None) -> int:
         real = run_file(args.python, src, test_file, False, args.timeout)
         ours = run_file(args.python, src, test_file, True, args.timeout)
         lost = sorted(k for k, v in real.items() if v == "PASSED" and ours.get(k) != "PASSED")
-        if any(k == test_file for k in ours):
+        if any(k == test_file for k in ours) and any(v == "PASSED" for v in real.values()):
             lost = [f"{test_file}: {ours[test_file]}"]
         regressions[test_file] = lost
         print(f"| {test_file} | {_count(real)} | {_count(ours)} | {len(lost)} |", flush=True)
