@@ -11,6 +11,7 @@ Examples:
     ```console
     $ kvlab slides 12                     # -> slides/12_misconceptions.slides.html
     $ kvlab slides 03 --out /tmp/lecture
+    $ kvlab slides 03 --lang zh           # the Chinese notebook (notebooks/zh/)
     ```
 """
 
@@ -21,6 +22,8 @@ import shutil
 from pathlib import Path
 
 import click
+
+from kvlab.i18n import check_language, language
 
 __all__ = ["REVEAL_DIR", "export_slides", "find_notebook", "slides"]
 
@@ -37,8 +40,9 @@ _REMOTE_TAG = re.compile(
 )
 
 
-def find_notebook(number: str, notebook_dir: str | Path | None = None) -> Path:
-    """The course notebook ``NN_*.ipynb`` for ``number`` ("3" or "03").
+def find_notebook(number: str, notebook_dir: str | Path | None = None, lang: str = "en") -> Path:
+    """The course notebook ``NN_*.ipynb`` for ``number`` ("3" or "03"); with ``lang="zh"`` the
+    Chinese one, from the ``zh/`` folder beside the English notebooks.
 
     Raises:
         FileNotFoundError: No such notebook (the message lists the ones there are).
@@ -50,7 +54,7 @@ def find_notebook(number: str, notebook_dir: str | Path | None = None) -> Path:
         from kvlab.lab import find_notebook_dir
 
         notebook_dir = find_notebook_dir()
-    folder = Path(notebook_dir)
+    folder = Path(notebook_dir) / ("zh" if check_language(lang) == "zh" else "")
     found = sorted(folder.glob(f"{int(number):02d}_*.ipynb"))
     if not found:
         known = ", ".join(p.name[:2] for p in sorted(folder.glob("[0-9][0-9]_*.ipynb")))
@@ -120,7 +124,14 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
               type=click.Path(file_okay=False), help="Folder for the slides and their assets.")
 @click.option("--notebooks", "notebook_dir", default=None, type=click.Path(file_okay=False),
               help="Folder of the course notebooks (default: the checkout's notebooks/).")
-def slides(number: str, out_dir: str, notebook_dir: str | None) -> None:
+@click.option("--lang", default=None, metavar="en|zh",
+              help="Language of the notebook (zh: notebooks/zh/); default: kvlab's --lang, else "
+              "KVLAB_LANG or the locale.")  # fmt: skip
+def slides(number: str, out_dir: str, notebook_dir: str | None, lang: str | None) -> None:
     """Export course notebook NUMBER (e.g. 03) to offline reveal.js slides."""
-    page = export_slides(find_notebook(number, notebook_dir), out_dir)
+    try:
+        lang = check_language(lang) if lang is not None else language()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--lang'") from exc
+    page = export_slides(find_notebook(number, notebook_dir, lang), out_dir)
     click.echo(f"wrote {page} (open it in a browser; arrows move, Esc shows the overview)")

@@ -58,6 +58,22 @@ def test_bad_numbers_are_refused_with_what_exists() -> None:
     assert result.exit_code != 0 and "no notebook 99" in result.output
 
 
+def test_the_chinese_notebook_becomes_chinese_slides(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["slides", "3", "--lang", "zh", "--out", str(tmp_path),
+                                       "--notebooks", str(NOTEBOOKS)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    html = (tmp_path / "03_the_lru_free_queue.slides.html").read_text(encoding="utf-8")
+    zh_title = _read(NOTEBOOKS / "zh" / "03_the_lru_free_queue.ipynb").cells[0].source.splitlines()[0]
+    assert re.search(r"[\u4e00-\u9fff]", zh_title)
+    assert f"<title>{zh_title.lstrip('# ')} slides</title>" in html
+    result = CliRunner().invoke(main, ["--lang", "zh", "slides", "3", "--out", str(tmp_path / "g"),
+                                       "--notebooks", str(NOTEBOOKS)])  # fmt: skip
+    assert result.exit_code == 0 and "贪" not in result.output, result.output
+    assert (tmp_path / "g" / "03_the_lru_free_queue.slides.html").read_text(encoding="utf-8") == html
+    bad = CliRunner().invoke(main, ["slides", "3", "--lang", "fr", "--notebooks", str(NOTEBOOKS)])
+    assert bad.exit_code == 2 and "en, zh" in bad.output
+
+
 @pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
 def test_slides_run_in_chromium_offline(tmp_path: Path) -> None:
     notebook = find_notebook("12", NOTEBOOKS)
