@@ -96,10 +96,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + rotated * sin                                # (T, nh, hs)
 
 
-# NOTE: measured with 1 thread on this project's x86 CPUs (MKL fp32 GEMM): with a few rows and a
-# wide weight, GEMM first packs the whole weight, an extra pass over it; slicing the output
-# features into pieces of WIDE_SLICE rows avoids that. SmolLM2's vocab projection (49152 x 576):
-# 4 rows 91 -> 63 ms, 16 rows 148 -> 102 ms; gate+up fused (3072 x 576) at 4 rows: 1.5 -> 1.2 ms.
+# NOTE: measured with 1 thread on a 2-core AMD EPYC (torch's MKL fp32 GEMM): with a few rows and a
+# wide weight, one GEMM call is slower than several over slices of WIDE_SLICE output features
+# (likely: it packs the whole weight first, an extra pass over it). SmolLM2's vocab projection
+# (49152 x 576), under shared load: 4 rows 91 -> 63 ms, 16 rows 148 -> 102 ms; gate+up fused
+# (3072 x 576) at 4 rows: 1.5 -> 1.2 ms.
 # One row (GEMV, no packing) and long prefills (the packing amortised) keep one call.
 WIDE_SLICE = 1536        # output features per slice
 FEW_ROWS = range(2, 33)  # rows (tokens) for which slicing pays
@@ -122,7 +123,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return out if bias is None else out + bias
 
 
-def swiglu_mlp(x: torch.Tensor, gate_up_proj: torch.Tensor, down_proj: torch.Tensor) -> torch.Tensor:
+def swiglu_mlp(x: torch.Tensor, gate_up_proj: torch.Tensor,
+               down_proj: torch.Tensor) -> torch.Tensor:
     """Llama's MLP: ``down(silu(gate(x)) * up(x))``, gate and up in one matmul.
 
     Args:

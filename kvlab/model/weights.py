@@ -146,6 +146,7 @@ def fuse_layer_weights(config: ModelConfig,
             qkv_bias=_fuse_rows(weights, bias) if config.attention_bias else None,
             o_proj=weights[p + "self_attn.o_proj.weight"],
             post_attention_layernorm=weights[p + "post_attention_layernorm.weight"],
-            gate_up_proj=_fuse_rows(weights, [p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"]),
+            gate_up_proj=_fuse_rows(weights, [p + "mlp.gate_proj.weight",
+                                              p + "mlp.up_proj.weight"]),
             down_proj=weights[p + "mlp.down_proj.weight"]))
     return weights, layers

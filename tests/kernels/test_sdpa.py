@@ -11,7 +11,7 @@ from kvlab.kernels.batch import random_paged_batch
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
-# (seq_lens, query_lens): prefill (q == seq), chunked (1 < q < seq), decode (q == 1), empty (q == 0).
+# (seq_lens, query_lens): prefill (q == seq), chunked (1 < q < seq), decode (q == 1), none (q == 0)
 LAYOUTS = {
     "decode, equal lengths": ([21, 21, 21], [1, 1, 1]),
     "decode, ragged": ([1, 17, 33, 8], [1, 1, 1, 1]),
