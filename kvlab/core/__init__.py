@@ -19,7 +19,7 @@ Examples:
     ([1, 2, 3],)
 """
 
-from kvlab.core.block_pool import BlockHashToBlockMap, BlockPool
+from kvlab.core.block_pool import VLLM_METHOD_NAMES, BlockHashToBlockMap, BlockPool
 from kvlab.core.config import VllmConfig
 from kvlab.core.kv_cache_blocks import KVCacheBlocks
 from kvlab.core.kv_cache_coordinator import (
@@ -82,6 +82,7 @@ from kvlab.core.single_type_kv_cache_manager import (
 )
 
 __all__ = [
+    "VLLM_METHOD_NAMES",
     "AllBlocksCleared", "AttentionSpec", "BlockHashListWithBlockSize", "BlockHashToBlockMap",
     "BlockPool", "BlockRemoved", "BlockStored", "ChunkedLocalAttentionManager",
     "ChunkedLocalAttentionSpec", "CrossAttentionManager", "CrossAttentionSpec",

@@ -57,7 +57,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BlockHashToBlockMap", "BlockPool"]
+__all__ = ["VLLM_METHOD_NAMES", "BlockHashToBlockMap", "BlockPool"]
+
+VLLM_METHOD_NAMES = {
+    "_touch_unchecked": "touch",
+    "_get_new_blocks_unchecked": "get_new_blocks",
+    "_free_blocks_unchecked": "free_blocks",
+}
+"""kvlab-only BlockPool methods -> the vLLM method each one is the body of.
+
+The single-type managers call these unchecked internals (their arguments were validated once at
+KVCacheManager's API boundary); the public methods of vLLM's names check, then run the same body.
+A profile or call tree that teaches vLLM's layering shows them under vLLM's names."""
 
 
 class BlockPool:
