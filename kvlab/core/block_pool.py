@@ -481,8 +481,9 @@ class BlockPool:
             raise AssertionError("prev_free_block of fake_free_list_tail should always exist")
         num_appended = 0
         for block in ordered_blocks:
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0 and not block.is_null:
+            ref_cnt = block.ref_cnt - 1
+            block.ref_cnt = ref_cnt
+            if ref_cnt == 0 and not block.is_null:
                 block.prev_free_block = last_block
                 last_block.next_free_block = block
                 last_block = block
