@@ -2,8 +2,12 @@
 
 vLLM asserts (or silently corrupts the free queue / ref counts) on these inputs; kvlab raises a
 ValueError / TypeError naming what is allowed. The checks are O(1) per block and run at the
-boundary; the only one inside a hot loop (free_blocks: ``ref_cnt <= 0``) is one compare, and
-its error path (``undo_free``) restores what the loop already changed.
+public boundary (BlockPool.get_new_blocks / touch / free_blocks / cache_full_blocks); the only
+one inside a hot loop (free_blocks: ``ref_cnt <= 0``) is one compare, and its error path
+(``undo_free``) restores what the loop already changed. The single-type managers, whose
+arguments are valid by construction, call BlockPool's unchecked ``_get_new_blocks_unchecked``
+/ ``_touch_unchecked`` / ``_free_blocks_unchecked`` instead, so validation runs once, where the
+input enters (KVCacheManager's checks).
 """
 
 from __future__ import annotations
