@@ -41,8 +41,12 @@ def english_phrases() -> tuple[str, ...]:
 
 def english_left(text: str) -> list[str]:
     """The catalogue's English phrases found in ``text`` (whitespace-normalised)."""
-    flat = " ".join(text.split())
+    flat = _COMMAND.sub(" ", " ".join(text.split()))  # a shell command to type stays English
     return [p for p in english_phrases() if " ".join(p.split()) in flat]
+
+
+_COMMAND = re.compile(r"\bkvlab (?:trace (?:show|info)|demo|generate|compare|whatif|slides|lab|figures)"
+                      r"\b[^·。，；\n]*")  # fmt: skip
 
 
 def numbers(text: str) -> Counter[str]:
