@@ -400,8 +400,10 @@ MUST_BE_TRANSLATED = [  # issue 11: these pages have a Chinese text, not a fallb
     "explanation/fidelity.md",
     "explanation/trace-format.md",
     "how-to/index.md",
+    "how-to/read-a-vllm-kv-event-stream.md",
     "how-to/teach-a-class.md",
     "how-to/trace-your-own-workload.md",
+    "how-to/translate.md",
     "how-to/use-your-own-model.md",
     "reference/index.md",
 ]
