@@ -222,6 +222,7 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
 @click.option("--svg-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Write SVG plots over time here.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@_lang_option
 def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[str, ...],
             num_requests: int | None, seed: int, per_request: bool, svg_dir: Path | None,
             json_path: Path | None) -> None:
@@ -352,7 +353,7 @@ def trace_info(path: Path) -> None:
 
 
 main.add_command(__import__("kvlab.slides", fromlist=["slides"]).slides)  # kvlab slides NN
-main.add_command(__import__("kvlab.whatif_cli", fromlist=["whatif"]).whatif)  # kvlab whatif TRACE
+main.add_command(_lang_option(__import__("kvlab.whatif_cli", fromlist=["whatif"]).whatif))  # kvlab whatif TRACE
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -25,6 +25,8 @@ from typing import Any
 
 import click
 
+from kvlab.i18n import N_, _
+
 __all__ = ["whatif"]
 
 _FORMATS = ("mooncake", "jsonl", "kvtrace", "kvevents")  # NOTE: kvlab.traffic.FORMATS
@@ -111,10 +113,10 @@ def _print_table(title: str, rows: list[dict]) -> None:
 
     table = Table(title=title)
     timed = any(r["clock"] == "timed" for r in rows)
-    cols = ("cache", "block size", "capacity (tokens)", "hit rate", "hit tokens",
-            "evicted blocks", "rejected")  # fmt: skip
-    for col in cols + (("preemptions", "p99 wait (ms)") if timed else ()):
-        table.add_column(col, justify="left" if col == "cache" else "right")
+    cols = (N_("cache"), N_("block size"), N_("capacity (tokens)"), N_("hit rate"),
+            N_("hit tokens"), N_("evicted blocks"), N_("rejected"))  # fmt: skip
+    for col in cols + ((N_("preemptions"), N_("p99 wait (ms)")) if timed else ()):
+        table.add_column(_(col), justify="left" if col == "cache" else "right")
     for r in rows:
         cap = "∞" if r["capacity_tokens"] is None else f"{r['capacity_tokens']:,}"
         extra = ()
@@ -181,7 +183,8 @@ def _insights(reqs: list, block_size: int, top: int | None, trace_cap: int | Non
         _print_prefixes(console, blocked, top_prefixes(blocked, top))
     if explain_index is not None:
         assert trace_cap is not None
-        click.echo(f"\nvLLM at {trace_cap:,} tokens, block size {block_size}:")
+        click.echo("\n" + _("vLLM at {capacity} tokens, block size {block_size}:").format(
+            capacity=f"{trace_cap:,}", block_size=block_size))
         click.echo(str(explain_request(blocked, trace_cap, explain_index)))
     if save is not None:
         from kvlab.trace import save_trace
@@ -189,16 +192,22 @@ def _insights(reqs: list, block_size: int, top: int | None, trace_cap: int | Non
         assert trace_cap is not None
         res = record_vllm(blocked, trace_cap, progress=progress)
         save_trace(res.trace, save)
-        click.echo(f"\nsaved the vLLM run at {trace_cap:,} tokens ({len(res.trace):,} events, "
-                   f"one step per request) to {save}\nshow it: kvlab trace show {save}, or "
-                   "kvlab.viz.TracePlayer(kvlab.trace.load_trace(path)) in a notebook")
+        saved = _("saved the vLLM run at {capacity} tokens ({events} events, one step per "
+                  "request) to {path}").format(capacity=f"{trace_cap:,}",
+                                               events=f"{len(res.trace):,}", path=save)
+        show = _("show it: {command}, or {code} in a notebook").format(
+            command=f"kvlab trace show {save}",
+            code="kvlab.viz.TracePlayer(kvlab.trace.load_trace(path))")
+        click.echo(f"\n{saved}\n{show}")
 
 
 def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
     from rich.table import Table
 
-    table = Table(title=f"most reused prefixes (block size {blocked.block_size})")
-    for col in ("#", "blocks", "tokens", "requests", "reuse count", "first request"):
+    table = Table(title=_("most reused prefixes (block size {block_size})").format(
+        block_size=blocked.block_size))
+    for col in ("#", _("blocks"), _("tokens"), _("requests"), _("reuse count"),
+                _("first request")):  # fmt: skip
         table.add_column(col, justify="right")
     for rank, p in enumerate(found, start=1):
         rid = blocked.requests[p.first_request].request_id
@@ -281,7 +290,8 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
     rows = sweep_rows(results)
     bs_text = ", ".join(str(bs) for bs in sizes)
     title = f"{trace.name}: {len(reqs):,} requests, block size {bs_text}"
-    _print_table(title, rows)
+    _print_table(_("{trace}: {requests} requests, block size {block_sizes}").format(
+        trace=trace.name, requests=f"{len(reqs):,}", block_sizes=bs_text), rows)
     progress = False if no_progress else None
     _insights(reqs, sizes[0], top_prefixes, trace_cap, explain_index, save_trace_to, progress)
     _write_outputs(rows, title, json_out, svg, png)

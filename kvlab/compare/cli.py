@@ -28,6 +28,7 @@ from kvlab.compare.workloads import (
     rag,
     shared_system_prompt,
 )
+from kvlab.i18n import _
 
 __all__ = ["PLOTTED_SERIES", "WORKLOADS", "cli_compare", "load_workload"]
 
@@ -136,7 +137,7 @@ def _write_outputs(
         for name, cumulative in PLOTTED_SERIES:
             path = out / f"{'cumulative_' if cumulative else ''}{name}.svg"
             comparison.to_svg(name, cumulative, str(path))
-            lines.append(f"wrote {path}")
+            lines.append(_("wrote {path}").format(path=path))
     if json_path is not None:
         data = {
             "workload": comparison.workload.name,
@@ -144,5 +145,5 @@ def _write_outputs(
             "requests": comparison.request_rows(),
         }
         Path(json_path).write_text(json.dumps(data, indent=2), encoding="utf-8")
-        lines.append(f"wrote {json_path}")
+        lines.append(_("wrote {path}").format(path=json_path))
     return lines

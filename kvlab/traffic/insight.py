@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from kvlab.i18n import _, use_language
 from kvlab.traffic.blocks import BlockedTraffic
 from kvlab.traffic.replay import ReplayResult, check_capacity, replay_sequence
 
@@ -151,12 +152,15 @@ class RequestExplanation:
         return "rejected" if self.rejected else self.explanation.reason
 
     def __str__(self) -> str:
-        head = (f"request {self.index} ({self.request_id}): hit {self.hit_tokens:,} of "
-                f"{self.num_prompt_tokens:,} prompt tokens")  # fmt: skip
-        if self.rejected:
-            need = -(-self.num_prompt_tokens // self.explanation.block_size)
-            head += (f"; rejected: it needs {need} blocks, the pool has {self.num_blocks}, so "
-                     "the lookup below went unused")  # fmt: skip
+        """Rendered in the explanation's language (its ``lang``; English when it has none)."""
+        with use_language(getattr(self.explanation, "lang", "en")):
+            head = _("request {index} ({request_id}): hit {hit} of {prompt} prompt tokens").format(
+                index=self.index, request_id=self.request_id, hit=f"{self.hit_tokens:,}",
+                prompt=f"{self.num_prompt_tokens:,}")
+            if self.rejected:
+                need = -(-self.num_prompt_tokens // self.explanation.block_size)
+                head += _("; rejected: it needs {need} blocks, the pool has {num_blocks}, so the "
+                          "lookup below went unused").format(need=need, num_blocks=self.num_blocks)
         return f"{head}\n{self.explanation}"
 
 

@@ -14,23 +14,25 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from kvlab.i18n import N_, _, with_language
+
 __all__ = ["COMPARISON_ROWS", "render_comparison_table", "render_request_table"]
 
 COMPARISON_ROWS = (
-    ("hit_tokens", "prefix-cache hit (tokens)"),
-    ("hit_rate", "hit rate (of prompt tokens)"),
-    ("evicted_tokens", "evicted (tokens)"),
-    ("num_preemptions", "preemptions"),
-    ("recomputed_tokens", "recomputed after preemption (tokens)"),
-    ("readmit_hit_tokens", "hit on re-admission (tokens)"),
-    ("peak_used_tokens", "peak used by running requests (tokens)"),
-    ("peak_cached_tokens", "peak cached content (tokens)"),
-    ("computed_tokens", "KV computed (tokens)"),
-    ("num_steps", "steps"),
-    ("num_finished", "finished requests"),
-    ("num_rejected", "rejected requests"),
+    ("hit_tokens", N_("prefix-cache hit (tokens)")),
+    ("hit_rate", N_("hit rate (of prompt tokens)")),
+    ("evicted_tokens", N_("evicted (tokens)")),
+    ("num_preemptions", N_("preemptions")),
+    ("recomputed_tokens", N_("recomputed after preemption (tokens)")),
+    ("readmit_hit_tokens", N_("hit on re-admission (tokens)")),
+    ("peak_used_tokens", N_("peak used by running requests (tokens)")),
+    ("peak_cached_tokens", N_("peak cached content (tokens)")),
+    ("computed_tokens", N_("KV computed (tokens)")),
+    ("num_steps", N_("steps")),
+    ("num_finished", N_("finished requests")),
+    ("num_rejected", N_("rejected requests")),
 )
-"""(Summary field, row label) in table order."""
+"""(Summary field, row label) in table order (labels in English; rendered translated)."""
 
 _HIGHER_IS_BETTER = {"hit_tokens", "hit_rate", "readmit_hit_tokens", "num_finished"}
 _LOWER_IS_BETTER = {"evicted_tokens", "num_preemptions", "recomputed_tokens", "computed_tokens",
@@ -41,20 +43,24 @@ def _fmt(field: str, value: Any) -> str:
     return f"{value:.1%}" if field == "hit_rate" else f"{value:,}"
 
 
+@with_language
 def render_comparison_table(comparison: Any) -> Table:
     """One column per cache, one row per metric; the best value of a row is bold green.
 
     Args:
         comparison: A kvlab.compare.Comparison.
+        lang: "en", "zh" or None (the current language, kvlab.i18n).
     """
     summaries = comparison.summaries()
     first = summaries[0] if summaries else None
-    title = "prefix caches side by side"
+    title = _("prefix caches side by side")
     if first is not None:
-        title += (f" · {first.workload} · {first.num_requests} requests, "
-                  f"{first.prompt_tokens:,} prompt tokens · pool {first.pool_tokens:,} tokens")  # fmt: skip
+        title += " · " + _("{workload} · {requests} requests, {prompt_tokens} prompt tokens · "
+                           "pool {pool_tokens} tokens").format(
+            workload=first.workload, requests=first.num_requests,
+            prompt_tokens=f"{first.prompt_tokens:,}", pool_tokens=f"{first.pool_tokens:,}")
     table = Table(title=title, title_style="bold")
-    table.add_column("metric", style="bold")
+    table.add_column(_("metric"), style="bold")
     for s in summaries:
         table.add_column(s.policy, justify="right")
     for field, label in COMPARISON_ROWS:
@@ -65,16 +71,18 @@ def render_comparison_table(comparison: Any) -> Table:
         elif len(set(values)) > 1 and field in _LOWER_IS_BETTER:
             best = min(values)
         cells = [Text(_fmt(field, v), style="bold #16a34a" if v == best else "") for v in values]
-        table.add_row(label, *cells)
+        table.add_row(_(label), *cells)
     return table
 
 
+@with_language
 def render_request_table(comparison: Any, max_rows: int = 30) -> Table:
     """Per request: prompt length, then per cache its hit (tokens) and preemptions.
 
     Args:
         comparison: A kvlab.compare.Comparison.
         max_rows: Requests shown at most (the rest are counted in the caption).
+        lang: "en", "zh" or None (the current language, kvlab.i18n).
 
     Raises:
         ValueError: If max_rows < 1.
@@ -83,9 +91,10 @@ def render_request_table(comparison: Any, max_rows: int = 30) -> Table:
         raise ValueError(f"max_rows must be >= 1, got {max_rows}")
     rows = comparison.request_rows()
     policies = list(comparison.runs)
-    table = Table(title="per request: prefix-cache hit (tokens) / preemptions", title_style="bold")
-    table.add_column("request", style="bold")
-    table.add_column("prompt", justify="right")
+    table = Table(title=_("per request: prefix-cache hit (tokens) / preemptions"),
+                  title_style="bold")
+    table.add_column(_("request"), style="bold")
+    table.add_column(_("prompt"), justify="right")
     for p in policies:
         table.add_column(p, justify="right")
     for row in rows[:max_rows]:
@@ -97,5 +106,5 @@ def render_request_table(comparison: Any, max_rows: int = 30) -> Table:
             cells.append(cell)
         table.add_row(row["request_id"], f"{row['num_prompt_tokens']:,}", *cells)
     if len(rows) > max_rows:
-        table.caption = f"{len(rows) - max_rows} more requests not shown"
+        table.caption = _("{n} more requests not shown").format(n=len(rows) - max_rows)
     return table

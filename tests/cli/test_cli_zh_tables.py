@@ -1,0 +1,145 @@
+"""`kvlab whatif --lang zh` and `kvlab compare --lang zh` (issue #11): Chinese tables and
+messages with the English run's numbers; the JSON (an API) stays the same in both languages."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kvlab.cli import main
+from kvlab.i18n import default_language, language
+from kvlab.viz.compare_tables import COMPARISON_ROWS
+
+_spec = importlib.util.spec_from_file_location(
+    "_zh_checks", Path(__file__).parents[1] / "viz" / "_zh_checks.py"
+)
+_zh = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_zh)
+
+_NO_LOCALE = {"KVLAB_LANG": None, "LANGUAGE": None, "LC_ALL": None, "LC_MESSAGES": None,
+              "LANG": None}  # fmt: skip
+_TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_excerpt.jsonl"
+
+
+def _run(args: list[str], env: dict | None = None) -> str:
+    out = CliRunner().invoke(main, args, terminal_width=160, env={**_NO_LOCALE, **(env or {})})
+    assert out.exit_code == 0, out.output
+    return out.output
+
+
+def _whatif(tmp_path: Path, lang: str | None, *extra: str) -> tuple[str, dict]:
+    json_out = tmp_path / f"{lang}.json"
+    args = ["whatif", str(_TRACE), "--capacity-tokens", "1e5,1e6", "--caches", "vllm,radix",
+            "--top-prefixes", "2", "--no-progress", "--json", str(json_out), *extra]  # fmt: skip
+    if lang is not None:
+        args += ["--lang", lang]
+    out = _run(args)
+    return out.replace(str(json_out), "OUT.json"), json.loads(json_out.read_text())
+
+
+def test_whatif_in_chinese_has_the_english_numbers_and_the_same_json(tmp_path: Path) -> None:
+    en, en_json = _whatif(tmp_path, None)
+    zh, zh_json = _whatif(tmp_path, "zh")
+    assert "hit rate" in en and "most reused prefixes (block size 512)" in en
+    assert _zh.english_left(en), "the English table holds catalogue phrases"
+    assert _zh.english_left(zh) == []
+    assert _zh.numbers(zh) == _zh.numbers(en)
+    for label in ("缓存", "块大小", "容量（token", "命中率", "命中 token 数", "驱逐的块", "拒绝",
+                  "复用最多的前缀（块大小 512）", "复用次数", "首个请求",
+                  "conversation_excerpt.jsonl：300 个请求，块大小 512"):  # fmt: skip
+        assert label in zh, label
+    # the rows: same caches, same figures, in the same order
+    rows = [line for line in en.splitlines() if line.startswith("│ ")]
+    assert [r.split() for r in rows] == [
+        r.split() for r in zh.splitlines() if r.startswith("│ ")
+    ]
+    assert "│ vllm │ 512 │ 100,000 │ 0.036 │ 152,064 │ 7,267 │ 2 │" in " ".join(en.split())
+    assert zh_json == en_json  # JSON keys and values are an API: not translated
+    assert {"cache", "capacity_tokens", "hit_rate", "hit_tokens"} <= set(en_json["results"][0])
+    assert language() == default_language()  # --lang did not outlive the command
+
+
+def test_whatif_language_from_the_environment_and_english_unchanged(tmp_path: Path) -> None:
+    args = ["whatif", str(_TRACE), "--capacity-tokens", "1e5", "--limit", "20", "--no-progress"]
+    en = _run(args)
+    assert _run(args, {"LANG": "zh_CN.UTF-8"}) == _run([*args, "--lang", "zh"])
+    assert _run([*args, "--lang", "en"], {"KVLAB_LANG": "zh"}) == en
+    assert en.splitlines()[0].strip() == "conversation_excerpt.jsonl: 20 requests, block size 512"
+
+
+def test_whatif_explain_and_save_in_chinese(tmp_path: Path) -> None:
+    save = tmp_path / "run.kvtrace"
+    args = ["whatif", str(_TRACE), "--capacity-tokens", "1e5", "--limit", "20", "--no-progress",
+            "--trace-at", "1e5", "--explain", "3", "--save", str(save)]  # fmt: skip
+    en = _run(args)
+    zh = _run([*args, "--lang", "zh"])
+    assert "vLLM at 100,000 tokens, block size 512:" in en
+    assert "request 3 (mc-3): hit 512 of 2,290 prompt tokens" in en
+    assert "vLLM，容量 100,000 token，块大小 512：" in zh
+    assert "请求 3（mc-3）：2,290 个提示词 token 命中 512 个" in zh
+    assert f"查看：kvlab trace show {save}" in zh and "个事件，每个请求一步" in zh
+    assert _zh.english_left(zh) == []
+    assert _zh.numbers(zh) == _zh.numbers(en)
+
+
+def test_whatif_rejected_request_explained_in_chinese() -> None:
+    args = ["whatif", str(_TRACE), "--capacity-tokens", "1e5", "--limit", "20", "--no-progress",
+            "--trace-at", "600", "--explain", "3"]  # fmt: skip
+    en = _run(args)
+    zh = _run([*args, "--lang", "zh"])
+    assert "rejected: it needs 5 blocks, the pool has 1, so the lookup below went unused" in en
+    assert "被拒绝：它需要 5 个块，而块池只有 1 个" in zh
+    assert _zh.english_left(zh) == []
+    assert _zh.numbers(zh) == _zh.numbers(en)
+
+
+@pytest.mark.parametrize("workload", ["rag", "system-prompt"])
+def test_compare_in_chinese_has_the_english_numbers(workload: str, tmp_path: Path) -> None:
+    args = ["compare", workload, "--requests", "6", "--pool-tokens", "512", "--per-request"]
+    en = _run([*args, "--json", str(tmp_path / "en.json")]).replace(str(tmp_path), "T")
+    zh = _run([*args, "--json", str(tmp_path / "zh.json"), "--lang", "zh"]).replace(
+        str(tmp_path), "T")
+    assert "prefix caches side by side" in en and "peak cached content (tokens)" in en
+    assert _zh.english_left(en), "the English table holds catalogue phrases"
+    assert _zh.english_left(zh) == []
+    assert _zh.numbers(zh) == _zh.numbers(en)
+    assert "前缀缓存对照" in zh and "指标" in zh and "逐个请求" in zh and "写入 T/zh.json" in zh
+    assert all(label in zh for label in ("前缀缓存命中（token 数）", "抢占次数", "被拒绝的请求"))
+    assert len(COMPARISON_ROWS) == 12
+    # each metric row: the same figures under the same caches
+    en_rows = [line.split("│")[2:] for line in en.splitlines() if line.startswith("│ ")]
+    zh_rows = [line.split("│")[2:] for line in zh.splitlines() if line.startswith("│ ")]
+    assert [[c.strip() for c in r] for r in en_rows] == [[c.strip() for c in r] for r in zh_rows]
+    assert json.loads((tmp_path / "en.json").read_text()) == json.loads(
+        (tmp_path / "zh.json").read_text())
+
+
+def test_compare_group_option_equals_command_option() -> None:
+    args = ["compare", "rag", "--requests", "4", "--pool-tokens", "512"]
+    assert _run(["--lang", "zh", *args]) == _run([*args, "--lang", "zh"])
+    assert _run(args, {"KVLAB_LANG": "zh"}) == _run([*args, "--lang", "zh"])
+
+
+def test_compare_tables_take_a_lang() -> None:
+    from kvlab.compare import Workload, WorkloadRequest, compare
+    from kvlab.viz.compare_tables import render_comparison_table, render_request_table
+    from kvlab.viz.terminal import to_text
+
+    w = Workload("p", [WorkloadRequest("r0", (1, 2, 3, 4), 3, 0, (10, 11, 12)),
+                       WorkloadRequest("r1", (5, 6, 7, 8), 3, 0, (20, 21, 22))])  # fmt: skip
+    c = compare(w, pool_tokens=8, block_size=2)
+    zh = to_text(render_comparison_table(c, lang="zh"), width=120)
+    en = to_text(render_comparison_table(c), width=120)
+    row = next(ln for ln in zh.splitlines() if "驱逐（token 数）" in ln)
+    assert [cell.strip() for cell in row.split("│")[2:-1]] == ["6", "6", "10"]
+    assert "2 个请求，8 个提示词 token · 池容量 8 token" in zh
+    assert _zh.english_left(zh) == [] and _zh.numbers(zh) == _zh.numbers(en)
+    req = to_text(render_request_table(c, max_rows=1, lang="zh"), width=120)
+    assert "另有 1 个请求未显示" in req and "r0" in req and "r1" not in req
+    assert "1 more requests not shown" in to_text(render_request_table(c, max_rows=1), width=120)
+    with pytest.raises(ValueError, match="en, zh"):
+        render_comparison_table(c, lang="fr")
