@@ -88,7 +88,8 @@ def execute(
 
 VOLATILE = (
     (re.compile(r" at 0x[0-9a-f]+"), " at 0x…"),  # memory addresses in reprs
-    (re.compile(r"\b\d+(?:\.\d+)?(?:e-?\d+)? ?(ms|µs|s)\b"), r"<time> \1"),  # wall times
+    # wall times, with the padding a width format adds ("{:6.1f} ms": " 554.7 ms" vs "1261.7 ms")
+    (re.compile(r"[ \t]*\b\d+(?:\.\d+)?(?:e-?\d+)? ?(ms|µs|s)\b"), r" <time> \1"),
 )
 """What may differ between two executions of a notebook (pattern, replacement); all else must not."""
 

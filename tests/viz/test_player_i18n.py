@@ -56,7 +56,12 @@ def test_every_js_label_is_a_catalogue_message_with_chinese() -> None:
     assert set(keys) == set(PLAYER_STRINGS)  # listed for extraction, none stale
     assert len(PLAYER_STRINGS) == len(set(PLAYER_STRINGS))
     with (LOCALE_DIR / "zh" / "LC_MESSAGES" / "kvlab.po").open("rb") as f:
-        po = {m.id: m.string for m in read_po(f) if isinstance(m.id, str) and m.id}
+        po = {}
+        for m in read_po(f):
+            if not m.id:
+                continue
+            ids, strings = (m.id, m.string) if isinstance(m.id, tuple) else ((m.id,), (m.string,))
+            po.update(dict.fromkeys(ids, strings[0]))  # a plural entry: both forms, one Chinese form
     zh = player_labels("zh")
     assert set(zh) == set(keys)
     for key in keys:
