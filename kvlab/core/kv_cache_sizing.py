@@ -82,6 +82,25 @@ def max_memory_usage_bytes(vllm_config: VllmConfig, kv_cache_specs: Iterable[KVC
     return sum(spec.max_memory_usage_bytes(vllm_config) for spec in kv_cache_specs)
 
 
+def _longest_fitting_len(fits, upper: int) -> int:
+    """The largest length in [1, upper] with ``fits(length)`` true, for a monotone ``fits``
+    (binary search; 0 when even 1 does not fit). Tokens.
+
+    Mirrors: the search loop shared by vllm/v1/core/kv_cache_utils.py::estimate_max_model_len
+    and ::_estimate_max_model_len_from_groups.
+    """
+    if not fits(1):
+        return 0
+    left, right, result = 1, upper, 1
+    while left <= right:
+        mid = (left + right) // 2
+        if fits(mid):
+            result, left = mid, mid + 1
+        else:
+            right = mid - 1
+    return result
+
+
 def estimate_max_model_len(
     vllm_config: VllmConfig, kv_cache_spec: dict[str, KVCacheSpec], available_memory: int
 ) -> int:
@@ -96,16 +115,7 @@ def estimate_max_model_len(
         return max_memory_usage_bytes(vllm_config, kv_cache_spec.values()) <= available_memory
 
     try:
-        if not fits(1):
-            return 0
-        left, right, result = 1, original, 1
-        while left <= right:
-            mid = (left + right) // 2
-            if fits(mid):
-                result, left = mid, mid + 1
-            else:
-                right = mid - 1
-        return result
+        return _longest_fitting_len(fits, original)
     finally:
         vllm_config.model_config.max_model_len = original
 

@@ -28,6 +28,7 @@ from kvlab.core.kv_cache_interface import (
 )
 from kvlab.core.kv_cache_sizing import (
     _check_enough_kv_cache_memory,
+    _longest_fitting_len,
     get_kv_cache_config_from_groups,
     get_kv_cache_groups,
     get_uniform_page_size,
@@ -143,16 +144,7 @@ def estimate_max_model_len_from_groups(
         return needed <= available_memory
 
     try:
-        if not fits(1):
-            return 0
-        left, right, result = 1, original, 1
-        while left <= right:
-            mid = (left + right) // 2
-            if fits(mid):
-                result, left = mid, mid + 1
-            else:
-                right = mid - 1
-        return result
+        return _longest_fitting_len(fits, original)
     finally:
         model_config.max_model_len = original
 
