@@ -26,7 +26,8 @@ _TRACE = Path(__file__).parents[1] / "data" / "mooncake" / "conversation_excerpt
 
 
 def _run(args: list[str], env: dict | None = None) -> str:
-    out = CliRunner().invoke(main, args, terminal_width=160, env={**_NO_LOCALE, **(env or {})})
+    env = {**_NO_LOCALE, "COLUMNS": "160", **(env or {})}  # rich reads COLUMNS, not click's width
+    out = CliRunner().invoke(main, args, terminal_width=160, env=env)
     assert out.exit_code == 0, out.output
     return out.output
 
