@@ -7,6 +7,7 @@ proxies pointed at a closed port so anything that tried the network would fail.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import html as html_lib
@@ -21,6 +22,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -261,15 +263,21 @@ READ_PLAYER = """root => {
 }"""
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(_chromium() is None, reason="no Chromium (apt-get install chromium)")
-def test_a_player_steps_in_the_built_site_with_no_network(served: str) -> None:
+@contextlib.contextmanager
+def _offline_page(served: str) -> Iterator[Any]:
+    """A Chromium page on which every request outside the served site (and data:/blob:) is
+    blocked; on leaving, asserts that the page asked the network for nothing and raised no error."""
     playwright = pytest.importorskip("playwright.sync_api")
-    from kvlab.viz import encode_trace
-
-    trace = _trace_of_notebook_3()
     remote: list[str] = []
     errors: list[str] = []
+
+    def route(r):
+        if r.request.url.startswith(served) or r.request.url.startswith(("data:", "blob:")):
+            r.continue_()
+        else:
+            remote.append(r.request.url)
+            r.abort()
+
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=_chromium(),
@@ -277,111 +285,90 @@ def test_a_player_steps_in_the_built_site_with_no_network(served: str) -> None:
         )
         try:
             page = browser.new_page()
-
-            def route(r):
-                if r.request.url.startswith(served) or r.request.url.startswith(("data:", "blob:")):
-                    r.continue_()
-                else:
-                    remote.append(r.request.url)
-                    r.abort()
-
             page.route("**/*", route)
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(served + "tutorials/03_the_lru_free_queue/")
-            page.wait_for_selector(".kvlab-player", timeout=30_000)
-            root = page.locator(".kvlab-player").first
-            stored = page.evaluate(
-                "() => JSON.parse(document.querySelector("
-                "'script[type=\"application/vnd.jupyter.widget-state+json\"]').textContent)"
-            )
-            models = [m["state"] for m in stored["state"].values() if m["model_name"] == "AnyModel"]
-            assert models[0]["trace_data"] == encode_trace(trace)  # the page plays this trace
-
-            def check() -> int:
-                seen = root.evaluate(READ_PLAYER)
-                index = int(re.match(r"event (-?\d+) of", seen["caption"]).group(1))
-                assert seen["chips"] == trace.state_at(index).free_queue_order(), index
-                return index
-
-            assert check() == -1
-            indexes = []
-            for title in ["step into"] * 6 + ["step over"] * 6 + ["step into"] * 3:
-                root.locator(f"button[title^='{title}']").click()
-                indexes.append(check())
-            assert indexes == sorted(set(indexes)) and indexes[-1] > 20
-            root.locator("select[aria-label='event kind to jump to']").select_option(
-                "BLOCK_REMOVED"
-            )
-            root.get_by_role("button", name="next ▶").click()
-            assert trace[check()].kind.name == "BLOCK_REMOVED"
-            root.locator("button[title^='to the last event']").click()
-            assert check() == len(trace) - 1
-            wrap = page.evaluate(  # text outputs wrap at spaces, never inside a word ("blo cks")
-                "() => [...document.querySelectorAll('.jupyter-wrapper .jp-OutputArea-output pre')]"
-                ".map(p => getComputedStyle(p)).map(s => s.wordBreak + ' ' + s.overflowWrap)"
-            )
-            assert wrap and set(wrap) == {"normal normal"}, set(wrap)
+            yield page
         finally:
             browser.close()
     assert remote == [], f"the page asked the network for {remote}"
     assert errors == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium (apt-get install chromium)")
+def test_a_player_steps_in_the_built_site_with_no_network(served: str) -> None:
+    from kvlab.viz import encode_trace
+
+    trace = _trace_of_notebook_3()
+    with _offline_page(served) as page:
+        page.goto(served + "tutorials/03_the_lru_free_queue/")
+        page.wait_for_selector(".kvlab-player", timeout=30_000)
+        root = page.locator(".kvlab-player").first
+        stored = page.evaluate(
+            "() => JSON.parse(document.querySelector("
+            "'script[type=\"application/vnd.jupyter.widget-state+json\"]').textContent)"
+        )
+        models = [m["state"] for m in stored["state"].values() if m["model_name"] == "AnyModel"]
+        assert models[0]["trace_data"] == encode_trace(trace)  # the page plays this trace
+
+        def check() -> int:
+            seen = root.evaluate(READ_PLAYER)
+            index = int(re.match(r"event (-?\d+) of", seen["caption"]).group(1))
+            assert seen["chips"] == trace.state_at(index).free_queue_order(), index
+            return index
+
+        assert check() == -1
+        indexes = []
+        for title in ["step into"] * 6 + ["step over"] * 6 + ["step into"] * 3:
+            root.locator(f"button[title^='{title}']").click()
+            indexes.append(check())
+        assert indexes == sorted(set(indexes)) and indexes[-1] > 20
+        root.locator("select[aria-label='event kind to jump to']").select_option(
+            "BLOCK_REMOVED"
+        )
+        root.get_by_role("button", name="next ▶").click()
+        assert trace[check()].kind.name == "BLOCK_REMOVED"
+        root.locator("button[title^='to the last event']").click()
+        assert check() == len(trace) - 1
+        wrap = page.evaluate(  # text outputs wrap at spaces, never inside a word ("blo cks")
+            "() => [...document.querySelectorAll('.jupyter-wrapper .jp-OutputArea-output pre')]"
+            ".map(p => getComputedStyle(p)).map(s => s.wordBreak + ' ' + s.overflowWrap)"
+        )
+        assert wrap and set(wrap) == {"normal normal"}, set(wrap)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(_chromium() is None, reason="no Chromium (apt-get install chromium)")
 def test_predict_mode_asks_in_the_built_site_with_no_network(served: str) -> None:
     """Notebook 3's quiz player, from its stored widget state alone: asks, refuses, reveals."""
-    playwright = pytest.importorskip("playwright.sync_api")
     from kvlab.viz import quiz_points
 
     points = quiz_points(_trace_of_notebook_3(), ["popleft", "evict"])
     first = points[0]
-    remote: list[str] = []
-    errors: list[str] = []
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=_chromium(),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+    with _offline_page(served) as page:
+        page.goto(served + "tutorials/03_the_lru_free_queue/")
+        page.wait_for_selector(".kvlab-quiz-bar:not([hidden])", timeout=30_000)
+        root = page.locator(".kvlab-player").nth(1)
+        box = root.locator(".kvlab-quiz")
+
+        def index() -> int:
+            caption = root.locator(".kvlab-caption b").inner_text()
+            return int(re.match(r"event (-?\d+) of", caption).group(1))
+
+        for _ in range(4):  # step over calls until a forward step is stopped to ask
+            root.locator("button[title^='step over']").click()
+            if box.is_visible():
+                break
+        assert box.is_visible() and index() == first.ask
+        assert first.question in box.inner_text()
+        wrong = (first.answer + 1) % len(first.choices)
+        root.locator(f'.kvlab-choice[data-choice="{wrong}"]').click()
+        assert f"Not {first.choices[wrong]}" in box.inner_text() and index() == first.ask
+        root.locator(f'.kvlab-choice[data-choice="{first.answer}"]').click()
+        assert index() == first.reveal and first.explanation in box.inner_text()
+        assert root.locator(".kvlab-score").inner_text() == (
+            f"predict: 0 right of 1 answered · {len(points) - 1} to go"
         )
-        try:
-            page = browser.new_page()
-
-            def route(r):
-                if r.request.url.startswith(served) or r.request.url.startswith(("data:", "blob:")):
-                    r.continue_()
-                else:
-                    remote.append(r.request.url)
-                    r.abort()
-
-            page.route("**/*", route)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(served + "tutorials/03_the_lru_free_queue/")
-            page.wait_for_selector(".kvlab-quiz-bar:not([hidden])", timeout=30_000)
-            root = page.locator(".kvlab-player").nth(1)
-            box = root.locator(".kvlab-quiz")
-
-            def index() -> int:
-                caption = root.locator(".kvlab-caption b").inner_text()
-                return int(re.match(r"event (-?\d+) of", caption).group(1))
-
-            for _ in range(4):  # step over calls until a forward step is stopped to ask
-                root.locator("button[title^='step over']").click()
-                if box.is_visible():
-                    break
-            assert box.is_visible() and index() == first.ask
-            assert first.question in box.inner_text()
-            wrong = (first.answer + 1) % len(first.choices)
-            root.locator(f'.kvlab-choice[data-choice="{wrong}"]').click()
-            assert f"Not {first.choices[wrong]}" in box.inner_text() and index() == first.ask
-            root.locator(f'.kvlab-choice[data-choice="{first.answer}"]').click()
-            assert index() == first.reveal and first.explanation in box.inner_text()
-            assert root.locator(".kvlab-score").inner_text() == (
-                f"predict: 0 right of 1 answered · {len(points) - 1} to go"
-            )
-        finally:
-            browser.close()
-    assert remote == [], f"the page asked the network for {remote}"
-    assert errors == []
 
 
 # ---------------------------------------------------------------------------- the Chinese side
@@ -504,63 +491,40 @@ def test_the_search_index_holds_segmented_chinese(site: Path) -> None:
 def test_switch_to_chinese_search_and_step_a_player_with_no_network(served: str) -> None:
     """English home -> language switch -> Chinese home; a Chinese search finds pages; a Chinese
     tutorial's player steps, all with every non-local request blocked."""
-    playwright = pytest.importorskip("playwright.sync_api")
 
     trace = _trace_of_notebook_3()
-    remote: list[str] = []
-    errors: list[str] = []
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=_chromium(),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+    with _offline_page(served) as page:
+        page.goto(served)
+        assert page.locator("html").get_attribute("lang") == "en"
+        page.locator(".md-header .md-select").first.hover()
+        page.locator("a.md-select__link[hreflang=zh]").click()
+        page.wait_for_url(served + "zh/")
+        assert page.locator("html").get_attribute("lang") == "zh"
+        assert "通过实际运行来学习" in page.locator("article").inner_text()
+
+        page.locator("input.md-search__input").click()
+        page.locator("input.md-search__input").fill("前缀缓存")
+        page.wait_for_selector(".md-search-result__item", timeout=30_000)
+        links = page.eval_on_selector_all(
+            ".md-search-result__item > a", "els => els.map(e => e.getAttribute('href'))"
         )
-        try:
-            page = browser.new_page()
+        assert any(link.startswith(served + "zh/") for link in links), links
+        first = page.locator(".md-search-result__item").first.inner_text()
+        assert "前缀" in first or "缓存" in first, first  # a Chinese page about it
 
-            def route(r):
-                if r.request.url.startswith(served) or r.request.url.startswith(("data:", "blob:")):
-                    r.continue_()
-                else:
-                    remote.append(r.request.url)
-                    r.abort()
+        page.goto(served + "zh/tutorials/03_the_lru_free_queue/")
+        page.wait_for_selector(".kvlab-player", timeout=30_000)
+        root = page.locator(".kvlab-player").first
 
-            page.route("**/*", route)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(served)
-            assert page.locator("html").get_attribute("lang") == "en"
-            page.locator(".md-header .md-select").first.hover()
-            page.locator("a.md-select__link[hreflang=zh]").click()
-            page.wait_for_url(served + "zh/")
-            assert page.locator("html").get_attribute("lang") == "zh"
-            assert "通过实际运行来学习" in page.locator("article").inner_text()
+        def index() -> int:
+            seen = root.evaluate(READ_PLAYER)
+            at = int(re.search(r"(-?\d+)", seen["caption"]).group(1))
+            assert seen["chips"] == trace.state_at(at).free_queue_order(), at
+            return at
 
-            page.locator("input.md-search__input").click()
-            page.locator("input.md-search__input").fill("前缀缓存")
-            page.wait_for_selector(".md-search-result__item", timeout=30_000)
-            links = page.eval_on_selector_all(
-                ".md-search-result__item > a", "els => els.map(e => e.getAttribute('href'))"
-            )
-            assert any(link.startswith(served + "zh/") for link in links), links
-            first = page.locator(".md-search-result__item").first.inner_text()
-            assert "前缀" in first or "缓存" in first, first  # a Chinese page about it
-
-            page.goto(served + "zh/tutorials/03_the_lru_free_queue/")
-            page.wait_for_selector(".kvlab-player", timeout=30_000)
-            root = page.locator(".kvlab-player").first
-
-            def index() -> int:
-                seen = root.evaluate(READ_PLAYER)
-                at = int(re.search(r"(-?\d+)", seen["caption"]).group(1))
-                assert seen["chips"] == trace.state_at(at).free_queue_order(), at
-                return at
-
-            assert index() == -1
-            stepped = []
-            for _ in range(5):
-                root.locator("button.kvlab-btn", has_text=re.compile(r"^▶$")).click()  # step into
-                stepped.append(index())
-            assert stepped == [0, 1, 2, 3, 4], stepped
-        finally:
-            browser.close()
-    assert remote == [], f"the page asked the network for {remote}"
-    assert errors == []
+        assert index() == -1
+        stepped = []
+        for _ in range(5):
+            root.locator("button.kvlab-btn", has_text=re.compile(r"^▶$")).click()  # step into
+            stepped.append(index())
+        assert stepped == [0, 1, 2, 3, 4], stepped
