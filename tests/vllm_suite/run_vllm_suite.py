@@ -27,29 +27,28 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-FILES = [
-    "tests/v1/core/test_prefix_caching.py",
-    "tests/v1/core/test_kv_cache_utils.py",
-    "tests/v1/core/test_single_type_kv_cache_manager.py",
-    "tests/v1/core/test_kv_cache_metrics.py",
-    "tests/v1/test_request.py",
-    "tests/v1/core/test_kv_sharing.py",
-    "tests/v1/core/test_scheduler.py",
-    "tests/v1/core/test_async_scheduler.py",
-    "tests/v1/core/test_priority_scheduler_random.py",
-    "tests/v1/core/test_output.py",
+# The folders and files vLLM's suite is measured on (issue "mirror"): every test file in them.
+SUITE = [
+    "tests/v1/core",
+    "tests/v1/kv_connector/unit",
     "tests/v1/worker/test_gpu_input_batch.py",
-    # KV-connector / offload scheduler tests that run on a CPU
-    "tests/v1/kv_connector/unit/test_remote_decode_lifecycle.py",
-    "tests/v1/kv_connector/unit/test_remote_prefill_lifecycle.py",
-    "tests/v1/kv_connector/unit/test_kv_load_failure_recovery.py",
-    "tests/v1/kv_connector/unit/test_invalid_blocks_correctness.py",
-    "tests/v1/kv_connector/unit/test_scheduler_kv_connector_override.py",
-    "tests/v1/kv_connector/unit/test_cache_pollution_prevention.py",
-    "tests/v1/kv_connector/unit/test_error_propagation.py",
-    "tests/v1/kv_connector/unit/test_kv_connector_lifecycle.py",
-    "tests/v1/kv_connector/unit/offloading_connector/test_scheduler.py",
+    "tests/v1/engine/test_init_error_messaging.py",
+    "tests/v1/test_request.py",
 ]
+
+
+def suite_files(src: Path) -> list[str]:
+    """Every ``test_*.py`` under SUITE's folders (recursively) plus its single files, sorted."""
+    files = []
+    for entry in SUITE:
+        path = src / entry
+        if path.is_dir():
+            files += sorted(str(f.relative_to(src)) for f in path.rglob("test_*.py"))
+        else:
+            files.append(entry)
+    return files
+
+
 # A test outcome line of -rA ("ERROR <date> ..." log lines are not: the id names a .py file).
 _LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+\.py(?:::\S+)?)")
 
@@ -92,7 +91,7 @@ def main(argv=None) -> int:
     ap.add_argument("--python", default=sys.executable, help="an interpreter with vLLM 0.22.1")
     ap.add_argument("--timeout", type=int, default=480, help="seconds per file and side")
     ap.add_argument("-v", "--verbose", action="store_true", help="list every test failing on kvlab only")
-    ap.add_argument("files", nargs="*", default=FILES)
+    ap.add_argument("files", nargs="*", help="test files (default: every file of SUITE)")
     args = ap.parse_args(argv)
     src = args.src.resolve()
     if not (src / "tests" / "v1").is_dir():
@@ -100,7 +99,7 @@ def main(argv=None) -> int:
     print("| vLLM 0.22.1 test file | passed on vLLM | passed on kvlab | pass on vLLM, fail on kvlab |")
     print("|---|---|---|---|")
     regressions = {}
-    for test_file in args.files:
+    for test_file in args.files or suite_files(src):
         real = run_file(args.python, src, test_file, False, args.timeout)
         ours = run_file(args.python, src, test_file, True, args.timeout)
         lost = sorted(k for k, v in real.items() if v == "PASSED" and ours.get(k) != "PASSED")

@@ -29,7 +29,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(_skip_reason() is not None, r
 # Every file the runner knows: in each, every test that passes on vLLM passes on kvlab
 # (kept in step with fidelity.md).
 sys.path.insert(0, str(HERE))
-from run_vllm_suite import FILES as CLEAN  # noqa: E402
+from run_vllm_suite import suite_files  # noqa: E402
+
+CLEAN = suite_files(SRC) if _skip_reason() is None else []
 
 
 @pytest.mark.parametrize("test_file", CLEAN)
