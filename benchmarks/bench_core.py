@@ -37,7 +37,7 @@ import numpy as np
 
 from kvlab.core.kv_cache_interface import KVCacheConfig, KVCacheGroupSpec
 from kvlab.core.kv_cache_manager import KVCacheManager
-from kvlab.core.kv_cache_spec import FullAttentionSpec
+from kvlab.core.kv_cache_interface import FullAttentionSpec
 from kvlab.core.kv_cache_utils import get_request_block_hasher, init_none_hash, sha256
 from kvlab.core.request import Request, SamplingParams
 from kvlab.trace import EventKind, KVState, Recorder

@@ -346,7 +346,7 @@ def cached_key_counts(state: KVState) -> Counter[tuple[bytes, int]]:
 
 def manager_cached_key_counts(kv_cache_manager: Any) -> Counter[tuple[bytes, int]]:
     """The same count for a live kvlab KVCacheManager, with hashes in KV-event form."""
-    from kvlab.core.block_hash import get_block_hash, get_group_id, maybe_convert_block_hash
+    from kvlab.core.kv_cache_utils import get_block_hash, get_group_id, maybe_convert_block_hash
 
     out: Counter[tuple[bytes, int]] = Counter()
     cache = kv_cache_manager.block_pool.cached_block_hash_to_block._cache

@@ -120,7 +120,7 @@ class CachePolicy(ABC):
 def _ensure_none_hash() -> None:
     # NOTE: NONE_HASH is process-wide; set it only if nobody has (re-setting it would change
     # the hashes of requests other code already holds).
-    if not hasattr(sys.modules["kvlab.core.block_hash"], "NONE_HASH"):
+    if not hasattr(sys.modules["kvlab.core.kv_cache_utils"], "NONE_HASH"):
         init_none_hash(sha256)
 
 

@@ -19,9 +19,8 @@ Examples:
     ([1, 2, 3],)
 """
 
-from kvlab.core.block_pool import VLLM_METHOD_NAMES, BlockHashToBlockMap, BlockPool
+from kvlab.core.block_pool import BlockHashToBlockMap, BlockPool
 from kvlab.core.config import VllmConfig
-from kvlab.core.kv_cache_blocks import KVCacheBlocks
 from kvlab.core.kv_cache_coordinator import (
     HybridKVCacheCoordinator,
     KVCacheCoordinator,
@@ -43,23 +42,22 @@ from kvlab.core.kv_cache_interface import (
     SinkFullAttentionSpec,
     SlidingWindowSpec,
 )
-from kvlab.core.kv_cache_manager import KVCacheManager
-from kvlab.core.kv_cache_sizing import (
-    get_kv_cache_config,
-    get_kv_cache_groups,
-    max_memory_usage_bytes,
-    unify_kv_cache_spec_page_size,
-)
+from kvlab.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
 from kvlab.core.kv_cache_utils import (
     BlockHashListWithBlockSize,
     FreeKVCacheBlockQueue,
     KVCacheBlock,
+    get_kv_cache_config,
+    get_kv_cache_configs,
+    get_kv_cache_groups,
     get_num_blocks,
     get_request_block_hasher,
     hash_block_tokens,
     init_none_hash,
+    max_memory_usage_bytes,
     sha256,
     sha256_cbor,
+    unify_kv_cache_spec_page_size,
 )
 from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 from kvlab.core.metrics import PrefixCacheStats
@@ -82,7 +80,6 @@ from kvlab.core.single_type_kv_cache_manager import (
 )
 
 __all__ = [
-    "VLLM_METHOD_NAMES",
     "AllBlocksCleared", "AttentionSpec", "BlockHashListWithBlockSize", "BlockHashToBlockMap",
     "BlockPool", "BlockRemoved", "BlockStored", "ChunkedLocalAttentionManager",
     "ChunkedLocalAttentionSpec", "CrossAttentionManager", "CrossAttentionSpec",
@@ -94,6 +91,6 @@ __all__ = [
     "PlaceholderRange", "PrefixCacheStats", "Request", "SamplingParams", "SingleTypeKVCacheManager",
     "SinkFullAttentionManager", "SinkFullAttentionSpec", "SlidingWindowManager",
     "SlidingWindowSpec", "UnitaryKVCacheCoordinator", "VllmConfig", "get_kv_cache_coordinator",
-    "get_kv_cache_config", "get_kv_cache_groups", "get_num_blocks", "get_request_block_hasher", "hash_block_tokens", "init_none_hash",
+    "get_kv_cache_config", "get_kv_cache_configs", "get_kv_cache_groups", "get_num_blocks", "get_request_block_hasher", "hash_block_tokens", "init_none_hash",
     "max_memory_usage_bytes", "sha256", "sha256_cbor", "unify_kv_cache_spec_page_size",
 ]

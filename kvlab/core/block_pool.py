@@ -1,8 +1,11 @@
 """The block pool: every KVCacheBlock, the free queue, and the prefix-cache map.
 
-Mirrors: vllm/v1/core/block_pool.py (BlockHashToBlockMap, BlockPool). Differs: bad caller
-input raises ValueError before anything changes (vLLM asserts or corrupts state), and every
-state change is reported to ``recorder`` when one is set (see ``kvlab.core.recorder``).
+Mirrors: vllm/v1/core/block_pool.py (BlockHashToBlockMap, BlockPool), statement for statement.
+kvlab adds a ``recorder`` (one line after each state change it reports, see
+``kvlab.core.recorder``) and one guard call at the top of each public method: a call from
+outside kvlab.core with bad input raises a clear ValueError / TypeError before anything
+changes (vLLM asserts, or corrupts the free queue). Inside kvlab.core the pool trusts its
+callers, as vLLM's does.
 
 Life of a block with prefix caching on::
 
@@ -27,26 +30,36 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from kvlab.core.block_hash import (
+from kvlab.core.guards import (
+    guard_block_pool,
+    guard_cache_full_blocks,
+    guard_evict_blocks,
+    guard_free_blocks,
+    guard_get_cached_block,
+    guard_get_new_blocks,
+    guard_touch,
+)
+from kvlab.core.kv_cache_utils import (
     BlockHash,
     BlockHashList,
     BlockHashListWithBlockSize,
+    BlockHashWithGroupId,
     ExternalBlockHash,
+    FreeKVCacheBlockQueue,
+    KVCacheBlock,
+    generate_block_hash_extra_keys,
     get_block_hash,
     get_group_id,
     make_block_hash_with_group_id,
     maybe_convert_block_hash,
 )
-from kvlab.core import block_pool_checks as checks
-from kvlab.core.block_pool_events import make_block_stored
-from kvlab.core.block_hash_to_block_map import BlockHashToBlockMap
-from kvlab.core.kv_cache_block import FreeKVCacheBlockQueue, KVCacheBlock
 from kvlab.core.kv_events import (
     MEDIUM_GPU,
     AllBlocksCleared,
     BlockRemoved,
+    BlockStored,
     KVCacheEvent,
 )
 
@@ -57,31 +70,109 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["VLLM_METHOD_NAMES", "BlockHashToBlockMap", "BlockPool"]
+__all__ = ["BlockHashToBlockMap", "BlockPool"]
 
-VLLM_METHOD_NAMES = {
-    "_touch_unchecked": "touch",
-    "_get_new_blocks_unchecked": "get_new_blocks",
-    "_free_blocks_unchecked": "free_blocks",
-}
-"""kvlab-only BlockPool methods -> the vLLM method each one is the body of.
 
-The single-type managers call these unchecked internals (their arguments were validated once at
-KVCacheManager's API boundary); the public methods of vLLM's names check, then run the same body.
-A profile or call tree that teaches vLLM's layering shows them under vLLM's names."""
+class BlockHashToBlockMap:
+    """The prefix cache: block_hash (with group id) -> the cached block, or several.
+
+    Mostly one block per key; a key maps to ``{block_id: block}`` when identical blocks were
+    filled by different requests. Full blocks are never de-duplicated (a block's id must not
+    change once handed out, so block tables stay append-only); the single-block form avoids an
+    inner dict per key.
+
+    Mirrors: vllm/v1/core/block_pool.py::BlockHashToBlockMap
+
+    Examples:
+        >>> m = BlockHashToBlockMap()
+        >>> a, b = KVCacheBlock(1), KVCacheBlock(2)
+        >>> m.insert(b"k", a); m.insert(b"k", b)   # a duplicate: both cached under b"k"
+        >>> m.get_one_block(b"k").block_id, len(m)
+        (1, 1)
+        >>> m.pop(b"k", 1).block_id, m.get_one_block(b"k").block_id  # the other copy stays
+        (1, 2)
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[BlockHashWithGroupId, KVCacheBlock | dict[int, KVCacheBlock]] = {}
+
+    def get_one_block(self, key: BlockHashWithGroupId) -> KVCacheBlock | None:
+        """Any block cached under ``key`` (the first inserted of duplicates), or None.
+
+        Mirrors: vllm/v1/core/block_pool.py::BlockHashToBlockMap.get_one_block
+        """
+        blocks = self._cache.get(key)
+        if blocks is not None:
+            if isinstance(blocks, KVCacheBlock):
+                return blocks
+            if isinstance(blocks, dict):
+                return next(iter(blocks.values()))
+            self._unexpected_blocks_type(blocks)
+        return None
+
+    def insert(self, key: BlockHashWithGroupId, block: KVCacheBlock) -> None:
+        """Cache ``block`` under ``key`` (next to any block already there).
+
+        Mirrors: vllm/v1/core/block_pool.py::BlockHashToBlockMap.insert
+        """
+        blocks = self._cache.get(key)
+        if blocks is None:
+            self._cache[key] = block
+        elif isinstance(blocks, KVCacheBlock):
+            # A second block under the same key: switch to the dict form.
+            self._cache[key] = {blocks.block_id: blocks, block.block_id: block}
+        elif isinstance(blocks, dict):
+            blocks[block.block_id] = block
+        else:
+            self._unexpected_blocks_type(blocks)
+
+    def pop(self, key: BlockHashWithGroupId, block_id: int) -> KVCacheBlock | None:
+        """Remove block ``block_id`` from ``key``; any other block under ``key`` stays cached.
+
+        Mirrors: vllm/v1/core/block_pool.py::BlockHashToBlockMap.pop
+
+        Returns:
+            The removed block, or None if ``block_id`` was not cached under ``key``.
+        """
+        blocks = self._cache.pop(key, None)
+        if blocks is None:
+            return None
+        # NOTE: as vLLM, a key whose block has another id is put back untouched.
+        if isinstance(blocks, KVCacheBlock):
+            if blocks.block_id == block_id:
+                return blocks
+            self._cache[key] = blocks
+            return None
+        if isinstance(blocks, dict):
+            block = blocks.pop(block_id, None)
+            if len(blocks) > 0:
+                self._cache[key] = blocks
+            return block
+        self._unexpected_blocks_type(blocks)
+        return None
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def _unexpected_blocks_type(self, blocks: Any) -> None:
+        raise AssertionError(f"Invalid KV cache block type {type(blocks)}")
 
 
 class BlockPool:
     """Allocates, frees and caches KVCacheBlocks; evicts cached blocks lazily (LRU).
 
-    Mirrors: vllm/v1/core/block_pool.py::BlockPool. Block 0 is popped at construction as the
-    ``null_block`` (a placeholder for skipped blocks, e.g. outside a sliding window).
+    The free queue holds the free blocks in eviction order (cached ones included: they stay
+    cached until popped for reuse); ``cached_block_hash_to_block`` finds cached blocks by hash.
+    Block 0 is popped at construction as the ``null_block`` (a placeholder for skipped blocks,
+    e.g. outside a sliding window; its ref_cnt is not meaningful and it is never freed).
 
-    Recording: hooks fire after the change they describe and only when something changed
-    (empty get_new_blocks/touch/free_blocks, and cache_full_blocks that cached no block, report
-    nothing). reset_prefix_cache reports one ``reset`` and no per-block ``evict``: vLLM's reset
-    drops the map and clears every hash directly, without going through eviction (and emits
-    one AllBlocksCleared, no BlockRemoved).
+    Mirrors: vllm/v1/core/block_pool.py::BlockPool
+
+    Recording: a hook fires after each change it describes. ``touch`` and ``get_new_blocks``
+    report block by block inside their loops (the free queue's ``remove`` and the evictions
+    happen between them); ``free_blocks`` and ``cache_full_blocks`` report once after their
+    loops. ``reset_prefix_cache`` reports one ``reset`` and no per-block ``evict``: vLLM's reset
+    drops the map and clears every hash directly (and emits one AllBlocksCleared).
 
     Args:
         num_gpu_blocks: Blocks in the pool, null block included (blocks), > 0.
@@ -103,32 +194,33 @@ class BlockPool:
         enable_kv_cache_events: bool = False,
         metrics_collector: KVCacheMetricsCollector | None = None,
     ) -> None:
-        if not isinstance(num_gpu_blocks, int) or num_gpu_blocks <= 0:
-            raise ValueError(
-                f"num_gpu_blocks must be a positive int (blocks), got {num_gpu_blocks!r}"
-            )
-        if not isinstance(hash_block_size, int) or hash_block_size <= 0:
-            raise ValueError(
-                f"hash_block_size must be a positive int (tokens), got {hash_block_size!r}"
-            )
+        guard_block_pool(num_gpu_blocks, hash_block_size)
+        assert isinstance(num_gpu_blocks, int) and num_gpu_blocks > 0
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.hash_block_size = hash_block_size
         self.blocks: list[KVCacheBlock] = [KVCacheBlock(idx) for idx in range(num_gpu_blocks)]
         # NOTE: holds every block with ref_cnt == 0 except the null block, in eviction order.
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
-        # NOTE: a block is in this map iff its block_hash is set (null blocks never are).
+
+        # NOTE: a block is in this map iff its block_hash is set (the null block never is).
         self.cached_block_hash_to_block: BlockHashToBlockMap = BlockHashToBlockMap()
-        # NOTE: the null block's ref_cnt is not meaningful; it is never appended to the queue.
+
+        # NOTE: the null block's ref_cnt is not maintained; it is never appended to the queue.
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
+
         self.enable_kv_cache_events = enable_kv_cache_events
         self.kv_event_queue: list[KVCacheEvent] = []
+
         self.metrics_collector = metrics_collector
         self.recorder: KVRecorder | None = None
 
     def set_recorder(self, recorder: KVRecorder | None) -> None:
-        """Attach (or detach with None) a recorder to the pool and its free_block_queue."""
+        """Attach (or detach with None) a recorder to the pool and its free_block_queue.
+
+        kvlab only (see ``kvlab.core.recorder``).
+        """
         self.recorder = recorder
         self.free_block_queue.recorder = recorder
 
@@ -137,55 +229,31 @@ class BlockPool:
     ) -> list[KVCacheBlock] | None:
         """The cached block for ``block_hash`` in each group, or None if any group misses.
 
-        Mirrors: vllm/v1/core/block_pool.py::BlockPool.get_cached_block (stops at the first
-        group that misses; reports one ``lookup`` per group probed, block_id -1 on a miss).
+        Stops at the first group that misses; with duplicates, the first cached block.
+
+        Mirrors: vllm/v1/core/block_pool.py::BlockPool.get_cached_block (reports one ``lookup``
+        per group probed, with None on a miss).
 
         Args:
             block_hash: The block's BlockHash (without group id).
-            kv_cache_group_ids: Groups to look in.
+            kv_cache_group_ids: Groups to look in (ints, 0 <= id < 2**32).
 
         Returns:
-            One block per group (the first cached one if duplicated), or None.
+            One block per group, or None.
 
         Raises:
             TypeError: block_hash is not bytes, or kv_cache_group_ids is not a list of ints.
             ValueError: A group id outside [0, 2**32) (the key holds it in 4 bytes). Nothing
                 is looked up or recorded.
         """
-        try:
-            if self.recorder is not None:
-                return self._get_cached_block(block_hash, kv_cache_group_ids)
-            cached_blocks = []  # NOTE: the hot path (recording off), inlined
-            for group_id in kv_cache_group_ids:
-                block = self.cached_block_hash_to_block.get_one_block(
-                    make_block_hash_with_group_id(block_hash, group_id)
-                )
-                if block is None:
-                    return None
-                cached_blocks.append(block)
-            return cached_blocks
-        except (TypeError, AttributeError, OverflowError):
-            # NOTE: no check on the hot path; a bad argument is named here. Int-likes (numpy)
-            # pass the check and are looked up once more, unguarded.
-            group_ids = checks.check_cached_block_args(block_hash, kv_cache_group_ids)
-        return self._get_cached_block(block_hash, group_ids)
-
-    def _get_cached_block(
-        self, block_hash: BlockHash, kv_cache_group_ids: Iterable[int]
-    ) -> list[KVCacheBlock] | None:
-        """get_cached_block off its fast path: every key is built before the first lookup, so
-        a bad argument raises before anything is recorded."""
-        if not isinstance(block_hash, bytes):
-            raise TypeError
-        group_ids = list(kv_cache_group_ids)
-        keys = [make_block_hash_with_group_id(block_hash, g) for g in group_ids]
-        rec = self.recorder
+        kv_cache_group_ids = guard_get_cached_block(block_hash, kv_cache_group_ids)
         cached_blocks = []
-        for group_id, key in zip(group_ids, keys):
-            block = self.cached_block_hash_to_block.get_one_block(key)
-            if rec is not None:
-                rec.lookup(block_hash, group_id, -1 if block is None else block.block_id)
-            if block is None:
+        for group_id in kv_cache_group_ids:
+            block_hash_with_group_id = make_block_hash_with_group_id(block_hash, group_id)
+            block = self.cached_block_hash_to_block.get_one_block(block_hash_with_group_id)
+            if self.recorder is not None:
+                self.recorder.lookup(block_hash, group_id, block.block_id if block else -1)
+            if not block:
                 return None
             cached_blocks.append(block)
         return cached_blocks
@@ -202,7 +270,13 @@ class BlockPool:
     ) -> None:
         """Give ``blocks[num_cached_blocks:num_full_blocks]`` their hashes and cache them.
 
-        Mirrors: vllm/v1/core/block_pool.py::BlockPool.cache_full_blocks.
+        The hashes come from ``request.block_hashes`` (computed when tokens are appended),
+        joined into ``block_size``-token hashes when the group's blocks are bigger than
+        ``hash_block_size``. Null blocks and blocks whose ``block_mask`` entry is False are
+        skipped (groups whose lookups only read some blocks, e.g. a sliding window inside an
+        aligned hit, keep the others out of the map).
+
+        Mirrors: vllm/v1/core/block_pool.py::BlockPool.cache_full_blocks
 
         Args:
             request: The request; its block_hashes (at hash_block_size) must cover the blocks.
@@ -221,54 +295,92 @@ class BlockPool:
                 0 <= num_full_blocks <= len(blocks), a group id outside [0, 2**32), or a block
                 that is already cached. Nothing is changed.
         """
-        num_cached_blocks, num_full_blocks, block_size, kv_cache_group_id = (
-            checks.check_cache_full_blocks_args(
-                request, blocks, num_cached_blocks, num_full_blocks, block_size, kv_cache_group_id
-            )
-        )
+        guard_cache_full_blocks(
+            self, request, blocks, num_cached_blocks, num_full_blocks, block_size,
+            kv_cache_group_id, block_mask,
+        )  # fmt: skip
         if num_cached_blocks >= num_full_blocks:
             return
         new_full_blocks = blocks[num_cached_blocks:num_full_blocks]
-        checks.check_cache_full_blocks(
-            request, new_full_blocks, num_full_blocks, block_size, self.hash_block_size, block_mask
-        )
-        block_hashes: BlockHashList = request.block_hashes
-        if block_size != self.hash_block_size:  # a group whose blocks span several hashes
+        assert len(request.block_hashes) >= num_full_blocks
+        assert block_mask is None or len(block_mask) == len(new_full_blocks)
+        if block_size == self.hash_block_size:
+            block_hashes: BlockHashList = request.block_hashes
+        else:
+            # Groups with bigger blocks hash a block as its hash_block_size hashes joined.
+            assert block_size % self.hash_block_size == 0
             block_hashes = BlockHashListWithBlockSize(
-                block_hashes, self.hash_block_size, block_size
+                request.block_hashes, self.hash_block_size, block_size
             )
+
         new_block_hashes = block_hashes[num_cached_blocks:]
         new_hashes: list[ExternalBlockHash] | None = [] if self.enable_kv_cache_events else None
-        rec = self.recorder
-        stored: list[KVCacheBlock] | None = [] if rec is not None else None
-        cached_map = self.cached_block_hash_to_block
         for i, blk in enumerate(new_full_blocks):
+            # Null (skipped) and masked-out blocks are never cached.
             if blk.is_null or (block_mask is not None and not block_mask[i]):
-                continue  # null (skipped) or masked-out blocks are never cached
+                continue
+            assert blk.block_hash is None
             block_hash = new_block_hashes[i]
-            key = make_block_hash_with_group_id(block_hash, kv_cache_group_id)
-            blk._block_hash = key  # NOTE: the slot: check_cache_full_blocks proved it unset
-            cached_map.insert(key, blk)
+
+            block_hash_with_group_id = make_block_hash_with_group_id(block_hash, kv_cache_group_id)
+            blk.block_hash = block_hash_with_group_id
+            self.cached_block_hash_to_block.insert(block_hash_with_group_id, blk)
             if new_hashes is not None:
                 new_hashes.append(maybe_convert_block_hash(block_hash))
-            if stored is not None:
-                stored.append(blk)
-        if new_hashes is not None:
-            self.kv_event_queue.append(make_block_stored(
-                request, blocks, block_hashes, new_hashes, num_cached_blocks, num_full_blocks,
-                block_size, kv_cache_group_id, block_mask,
-            ))  # fmt: skip
-        if stored:
-            rec.cache_full_blocks(
+        if self.recorder is not None:
+            self.recorder.cache_full_blocks(
                 request.request_id, kv_cache_group_id, num_cached_blocks, num_full_blocks,
-                [b.block_id for b in stored], [b.block_hash for b in stored],
+                [b.block_id for b in new_full_blocks if b.block_hash is not None],
+                [b.block_hash for b in new_full_blocks if b.block_hash is not None],
             )  # fmt: skip
+
+        if self.enable_kv_cache_events:
+            if num_cached_blocks == 0:
+                parent_block_hash: ExternalBlockHash | None = None
+            else:
+                parent_block_hash = maybe_convert_block_hash(block_hashes[num_cached_blocks - 1])
+
+            # The stored blocks' token range.
+            start_token_idx = num_cached_blocks * block_size
+            end_token_idx = num_full_blocks * block_size
+
+            # One extra-keys entry per stored block (mm items, cache_salt on the first block),
+            # skipping null and masked-out blocks as new_hashes does.
+            extra_keys_list: list[tuple[Any, ...] | None] = []
+            curr_mm_idx = 0
+            for i in range(num_cached_blocks, num_full_blocks):
+                if blocks[i].is_null:
+                    continue
+                if block_mask is not None and not block_mask[i - num_cached_blocks]:
+                    continue
+                block_start = i * block_size
+                block_end = block_start + block_size
+                extra_keys, curr_mm_idx = generate_block_hash_extra_keys(
+                    request, block_start, block_end, curr_mm_idx
+                )
+                extra_keys_list.append(extra_keys)
+
+            self.kv_event_queue.append(
+                BlockStored(
+                    block_hashes=new_hashes,
+                    parent_block_hash=parent_block_hash,
+                    token_ids=request.all_token_ids[start_token_idx:end_token_idx],
+                    block_size=block_size,
+                    lora_id=request.lora_request.adapter_id if request.lora_request else None,
+                    medium=MEDIUM_GPU,
+                    lora_name=request.lora_request.name if request.lora_request else None,
+                    extra_keys=extra_keys_list if extra_keys_list else None,
+                    group_idx=kv_cache_group_id,
+                )
+            )
 
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
         """Pop ``num_blocks`` blocks from the head of the free queue, evicting their old hashes.
 
-        Mirrors: vllm/v1/core/block_pool.py::BlockPool.get_new_blocks (does not look at the
-        prefix cache; eviction is lazy: a cached free block loses its hash only when reused).
+        Does not look at the prefix cache; eviction is lazy: a cached free block loses its hash
+        only when it is popped for reuse.
+
+        Mirrors: vllm/v1/core/block_pool.py::BlockPool.get_new_blocks
 
         Args:
             num_blocks: Blocks to allocate (blocks).
@@ -280,54 +392,33 @@ class BlockPool:
             TypeError: If num_blocks is not an int (nothing changed).
             ValueError: If num_blocks < 0 or more than the free blocks (nothing changed).
         """
-        num_free = self.free_block_queue.num_free_blocks
-        if num_blocks.__class__ is not int:
-            checks.check_num_blocks_type(num_blocks, num_free)
-        if num_blocks > num_free or num_blocks < 0:
+        guard_get_new_blocks(self, num_blocks)
+        if num_blocks > self.get_num_free_blocks():
             raise ValueError(
-                f"Cannot get {num_blocks} free blocks from the pool: {num_free} free "
-                f"(allowed: 0 <= num_blocks <= {num_free})"
+                f"Cannot get {num_blocks} free blocks from the pool: {self.get_num_free_blocks()} "
+                f"free (allowed: 0 <= num_blocks <= {self.get_num_free_blocks()})"
             )
+
         ret: list[KVCacheBlock] = self.free_block_queue.popleft_n(num_blocks)
-        metrics_collector = self.metrics_collector
+
+        # One loop per branch, so each block is visited once (as vLLM).
         if self.enable_caching:
-            # NOTE: vLLM evicts and counts block by block in one loop; kvlab evicts them all
-            # first. Same outcome (popleft_n never repeats a block), and a recorded trace then
-            # matches the live state at every event: each BLOCK_REMOVED happens before the one
-            # GET_NEW_BLOCKS event that counts the blocks.
             for block in ret:
                 self._maybe_evict_cached_block(block)
-        for block in ret:
-            assert block.ref_cnt == 0, f"free block {block.block_id} has ref_cnt {block.ref_cnt}"
-            block.ref_cnt += 1
-            if metrics_collector is not None:
-                metrics_collector.on_block_allocated(block)
-        rec = self.recorder
-        if rec is not None and ret:
-            rec.get_new_blocks([b.block_id for b in ret])
-        return ret
-
-    def _get_new_blocks_unchecked(self, num_blocks: int) -> list[KVCacheBlock]:
-        """get_new_blocks for the managers, which pass an int they computed themselves.
-
-        allocate_slots has already checked that the pool holds that many free blocks, so the
-        type and count checks of the public get_new_blocks are skipped (popleft_n still
-        refuses a count outside [0, free blocks] before any change). With a recorder or a
-        metrics collector attached it is get_new_blocks.
-        """
-        if self.recorder is not None or self.metrics_collector is not None:
-            return self.get_new_blocks(num_blocks)
-        ret: list[KVCacheBlock] = self.free_block_queue.popleft_n(num_blocks)
-        if self.enable_caching:
-            # NOTE: one loop, and the evict call only for blocks that still have a hash
-            # (vLLM calls _maybe_evict_cached_block for every block).
-            for block in ret:
-                if block._block_hash is not None:
-                    self._maybe_evict_cached_block(block)
+                assert block.ref_cnt == 0
                 block.ref_cnt += 1
+                if self.recorder is not None:
+                    self.recorder.get_new_blocks((block.block_id,))
+                if self.metrics_collector:
+                    self.metrics_collector.on_block_allocated(block)
         else:
             for block in ret:
+                assert block.ref_cnt == 0
                 block.ref_cnt += 1
+                if self.recorder is not None:
+                    self.recorder.get_new_blocks((block.block_id,))
+                if self.metrics_collector:
+                    self.metrics_collector.on_block_allocated(block)
         return ret
 
     def _maybe_evict_cached_block(self, block: KVCacheBlock) -> bool:
@@ -339,14 +430,20 @@ class BlockPool:
         Returns:
             True if the block was cached and has been evicted.
         """
-        if self.metrics_collector is not None:
+        if self.metrics_collector:
             self.metrics_collector.on_block_evicted(block)
-        block_hash = block._block_hash
+
+        block_hash = block.block_hash
         if block_hash is None:
             return False
+
         if self.cached_block_hash_to_block.pop(block_hash, block.block_id) is None:
             return False
-        block._block_hash = None  # reset_hash(), inlined (hot)
+
+        block.reset_hash()
+        if self.recorder is not None:
+            self.recorder.evict(block.block_id, block_hash)
+
         if self.enable_kv_cache_events:
             self.kv_event_queue.append(
                 BlockRemoved(
@@ -355,52 +452,36 @@ class BlockPool:
                     group_idx=get_group_id(block_hash),
                 )
             )
-        rec = self.recorder
-        if rec is not None:
-            rec.evict(block.block_id, block_hash)
         return True
 
     def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
         """ref_cnt += 1 for each block (a cache hit), taking free ones out of the free queue.
 
-        Mirrors: vllm/v1/core/block_pool.py::BlockPool.touch (the null block is counted too,
-        but never removed from the queue it is not in).
+        A block with ref_cnt 0 sits in the free queue as an eviction candidate; a hit takes it
+        out. The null block is counted too, but it is never in the queue.
+
+        Mirrors: vllm/v1/core/block_pool.py::BlockPool.touch
 
         Args:
             blocks: The hit blocks.
 
         Raises:
-            TypeError: If ``blocks`` is not a sequence of KVCacheBlock (nothing changed).
+            TypeError: If ``blocks`` is not an iterable of KVCacheBlock (nothing changed).
         """
-        queue = self.free_block_queue
-        metrics_collector = self.metrics_collector
-        # NOTE: two passes where vLLM has one: every REMOVE happens before the one TOUCH event
-        # that counts the blocks, so a recorded trace matches the live state at every event.
-        # Same outcome: a block leaves the queue iff it was free (ref_cnt 0, not null); a block
-        # listed twice is removed once (prev_free_block is None once it left the queue). The
-        # free ones are listed first, so an item that is not a block fails before any change.
-        try:
-            free = [b for b in blocks if b.ref_cnt == 0 and not b.is_null]
-        except (TypeError, AttributeError):
-            raise checks.blocks_type_error("touch", "blocks", blocks) from None
-        for block in free:
-            if block.prev_free_block is not None:
-                queue.remove(block)
-        if metrics_collector is None:
-            for block in blocks:
-                block.ref_cnt += 1
-        else:
-            for block in blocks:
-                block.ref_cnt += 1
-                metrics_collector.on_block_accessed(block)
-        rec = self.recorder
-        if rec is not None and blocks:
-            rec.touch([b.block_id for b in blocks])
+        blocks = guard_touch(self, blocks)
+        for block in blocks:
+            if block.ref_cnt == 0 and not block.is_null:
+                self.free_block_queue.remove(block)
+            block.ref_cnt += 1
+            if self.recorder is not None:
+                self.recorder.touch((block.block_id,))
+            if self.metrics_collector:
+                self.metrics_collector.on_block_accessed(block)
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
         """ref_cnt -= 1 for each block; blocks reaching 0 are appended to the free queue in order.
 
-        Mirrors: vllm/v1/core/block_pool.py::BlockPool.free_blocks.
+        Mirrors: vllm/v1/core/block_pool.py::BlockPool.free_blocks
 
         Args:
             ordered_blocks: Blocks in eviction priority, first evicted first (callers pass a
@@ -408,93 +489,28 @@ class BlockPool:
 
         A block that is not one of this pool's (a KVCacheBlock built by the caller, as vLLM's
         own tests do) is handled as vLLM does, whatever its ref_cnt: ``ref_cnt -= 1``, and it
-        joins the free queue only if that makes it 0 (so from 0 it goes to -1 and the pool
-        is untouched).
+        joins the free queue only if that makes it 0.
 
         Raises:
-            ValueError: If one of this pool's blocks (other than the null block) is already
-                free: ref_cnt 0, e.g. freed twice, or listed more times than it is held
-                (nothing changed). vLLM would drive its ref_cnt to -1: a block still linked
-                in the free queue that ``touch`` no longer unlinks and ``get_new_blocks``
-                asserts on, or a block lost to the pool.
+            ValueError: If one of this pool's blocks (other than the null block) would be freed
+                below ref_cnt 0 (freed twice, or listed more times than it is held), or listed
+                twice and freed to 0 (vLLM would link it twice): nothing changed.
             TypeError: If ``ordered_blocks`` is not an iterable of KVCacheBlock (nothing changed).
         """
-        blocks_list = checks.list_blocks(ordered_blocks)
-        it = iter(blocks_list)
-        try:
-            # NOTE: one compare per block on the hot path; undo_free restores the blocks
-            # before a bad one (a double free, or an item that is not a block).
-            for block in it:
-                if (
-                    block.ref_cnt <= 0
-                    and not block.is_null
-                    and checks.is_pool_block(self.blocks, block)
-                ):
-                    raise checks.double_free_error(block)
-                block.ref_cnt -= 1
-        except (ValueError, AttributeError) as exc:
-            checks.undo_free(blocks_list, it, exc)
-        rec = self.recorder
-        if rec is not None and blocks_list:
-            rec.free_blocks([b.block_id for b in blocks_list])
-        to_append = [b for b in blocks_list if b.ref_cnt == 0 and not b.is_null]
-        try:
-            self.free_block_queue.append_n(to_append)
-        except ValueError:
-            # NOTE: a block listed k times with ref_cnt k reached 0 once: link it once, at its
-            # first position (vLLM links it k times and corrupts the queue). append_n changed
-            # nothing when it refused the duplicate.
-            self.free_block_queue.append_n(list({id(b): b for b in to_append}.values()))
-
-    def _touch_unchecked(self, blocks: Sequence[KVCacheBlock]) -> None:
-        """touch for the managers, whose hit blocks come from the pool's own cached map.
-
-        One pass, as vLLM's touch; with a recorder or a metrics collector attached it is
-        touch (whose two passes keep a recorded trace equal to the live state).
-        """
-        if self.recorder is not None or self.metrics_collector is not None:
-            self.touch(blocks)
-            return
-        queue = self.free_block_queue
-        for block in blocks:
-            if block.ref_cnt == 0 and not block.is_null:
-                queue.remove(block)
-            block.ref_cnt += 1
-
-    def _free_blocks_unchecked(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
-        """free_blocks for the managers, which free only blocks a request holds.
-
-        A request's block list holds each of this pool's blocks at most once (only the null
-        block repeats) and only blocks with ref_cnt >= 1, so the double-free and duplicate
-        checks of the public free_blocks cannot fire here and are skipped: one pass that
-        decrements ref_cnt and links each block that reaches 0 at the queue's tail, in order.
-        Caller-built blocks get vLLM's treatment, as in free_blocks. With a recorder attached
-        it is free_blocks (the recorder hears ``free_blocks`` and then ``append_n``).
-        """
+        ordered_blocks = guard_free_blocks(self, ordered_blocks)
+        blocks_list = list(ordered_blocks)
+        for block in blocks_list:
+            block.ref_cnt -= 1
         if self.recorder is not None:
-            self.free_blocks(ordered_blocks)
-            return
-        queue = self.free_block_queue
-        tail = queue.fake_free_list_tail
-        last_block = tail.prev_free_block
-        if last_block is None:  # NOTE: as append_n (vLLM asserts here)
-            raise AssertionError("prev_free_block of fake_free_list_tail should always exist")
-        num_appended = 0
-        for block in ordered_blocks:
-            ref_cnt = block.ref_cnt - 1
-            block.ref_cnt = ref_cnt
-            if ref_cnt == 0 and not block.is_null:
-                block.prev_free_block = last_block
-                last_block.next_free_block = block
-                last_block = block
-                num_appended += 1
-        if num_appended:
-            last_block.next_free_block = tail
-            tail.prev_free_block = last_block
-            queue.num_free_blocks += num_appended
+            self.recorder.free_blocks([b.block_id for b in blocks_list])
+        self.free_block_queue.append_n(
+            [block for block in blocks_list if block.ref_cnt == 0 and not block.is_null]
+        )
 
-    def evict_blocks(self, block_ids: Iterable[int]) -> None:
+    def evict_blocks(self, block_ids: set[int]) -> None:
         """Drop the given blocks from the prefix cache (used ones stay allocated).
+
+        vLLM calls it to invalidate blocks whose KV a connector failed to load.
 
         Mirrors: vllm/v1/core/block_pool.py::BlockPool.evict_blocks (in the iteration order
         of ``block_ids``).
@@ -506,14 +522,19 @@ class BlockPool:
             TypeError: If ``block_ids`` is not an iterable of ints (nothing changed).
             ValueError: If an id is not in [0, num_gpu_blocks) (nothing changed).
         """
-        block_ids = checks.check_evict_block_ids(block_ids, len(self.blocks))
+        block_ids = guard_evict_blocks(self, block_ids)
         for block_id in block_ids:
-            self._maybe_evict_cached_block(self.blocks[block_id])
+            assert block_id < len(self.blocks), (
+                f"Invalid block_id {block_id} >= {len(self.blocks)}: workers should only report "
+                "block IDs that were allocated by the scheduler."
+            )
+            block = self.blocks[block_id]
+            self._maybe_evict_cached_block(block)
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached hash, if no block other than the null block is in use.
 
-        Mirrors: vllm/v1/core/block_pool.py::BlockPool.reset_prefix_cache.
+        Mirrors: vllm/v1/core/block_pool.py::BlockPool.reset_prefix_cache
 
         Returns:
             True if reset; False (nothing changed) while requests still hold blocks.
@@ -525,33 +546,48 @@ class BlockPool:
                 num_used_blocks - 1,
             )
             return False
+
         self.cached_block_hash_to_block = BlockHashToBlockMap()
+
         for block in self.blocks:
             block.reset_hash()
-        if self.metrics_collector is not None:
+        if self.recorder is not None:
+            self.recorder.reset()
+
+        if self.metrics_collector:
             self.metrics_collector.reset()
+
         logger.info("Successfully reset prefix cache")
+
         if self.enable_kv_cache_events:
             self.kv_event_queue.append(AllBlocksCleared())
-        rec = self.recorder
-        if rec is not None:
-            rec.reset()
+
         return True
 
     def get_num_free_blocks(self) -> int:
-        """Blocks in the free queue, cached eviction candidates included (blocks)."""
+        """Blocks in the free queue, cached eviction candidates included (blocks).
+
+        Mirrors: vllm/v1/core/block_pool.py::BlockPool.get_num_free_blocks
+        """
         return self.free_block_queue.num_free_blocks
 
     def get_usage(self) -> float:
-        """Fraction of non-null blocks in use, 0.0 to 1.0 (0 if the pool is only the null block)."""
+        """Fraction of non-null blocks in use, 0.0 to 1.0 (0 if the pool is only the null block).
+
+        Mirrors: vllm/v1/core/block_pool.py::BlockPool.get_usage
+        """
         total_gpu_blocks = self.num_gpu_blocks - 1
         if not total_gpu_blocks:
             return 0
         return 1.0 - (self.get_num_free_blocks() / total_gpu_blocks)
 
     def take_events(self) -> list[KVCacheEvent]:
-        """Return and clear the queued KV events ([] when events are off)."""
+        """Return and clear the queued KV events ([] when events are off).
+
+        Mirrors: vllm/v1/core/block_pool.py::BlockPool.take_events
+        """
         if not self.enable_kv_cache_events:
             return []
-        events, self.kv_event_queue = self.kv_event_queue, []
+        events = self.kv_event_queue
+        self.kv_event_queue = []
         return events

@@ -40,6 +40,8 @@ class VllmConfig:
             get_kv_cache_configs to auto-fit max_model_len to the memory (None: as given).
         disable_hybrid_kv_cache_manager: scheduler_config's switch: unify local-attention
             layers into full attention before grouping (unify_hybrid_kv_cache_specs).
+        speculative_config: None, or an object with ``use_eagle()`` (read when grouping
+            DeepseekV4 layers).
 
     Raises:
         ValueError: On construction, if a size is not positive or mamba_cache_mode is unknown.
@@ -58,6 +60,7 @@ class VllmConfig:
     kv_transfer_config: object | None = None
     original_max_model_len: int | None = None
     disable_hybrid_kv_cache_manager: bool = False
+    speculative_config: object | None = None
 
     def __post_init__(self) -> None:
         for name in (

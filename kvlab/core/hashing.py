@@ -3,7 +3,7 @@
 Mirrors: vllm/utils/hashing.py (sha256, sha256_cbor, xxhash, xxhash_cbor, get_hash_fn_by_name).
 
 A block hash is ``hash_fn((parent_block_hash, token_ids_tuple, extra_keys))`` (see
-``kvlab.core.block_hash.hash_block_tokens``). The functions differ only in how that tuple is
+``kvlab.core.kv_cache_utils.hash_block_tokens``). The functions differ only in how that tuple is
 turned into bytes and which digest is applied:
 
 ===============  =====================================  ======================  ============

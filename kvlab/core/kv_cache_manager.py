@@ -21,40 +21,122 @@ What ``allocate_slots`` sees of a request, token positions left to right (tokens
     new       = num_new_tokens (drafts included)
     lookahead = num_lookahead_tokens (never cached: drafts may be rejected)
 
-Mirrors: vllm/v1/core/kv_cache_manager.py. kvlab adds a recorder (``set_recorder``) and checks
-caller input before changing anything (vLLM asserts or fails half-way).
+Mirrors: vllm/v1/core/kv_cache_manager.py (KVCacheBlocks, KVCacheManager), statement for
+statement. kvlab adds a recorder (``set_recorder``; a call bracket around each public method is
+installed while one is set, so nothing is paid without it) and one guard call at the top of each
+public method (bad caller input raises before anything changes, where vLLM asserts or fails
+half-way through an allocation).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, overload
 
-from kvlab.core import kv_cache_manager_checks as checks
-from kvlab.core.kv_cache_blocks import KVCacheBlocks
+from kvlab.core.guards import (
+    guard_allocate_slots,
+    guard_cache_blocks,
+    guard_count,
+    guard_block_ids,
+    guard_get_computed_blocks,
+    guard_kv_cache_manager,
+    guard_request,
+    guard_running_request_id,
+)
 from kvlab.core.kv_cache_coordinator import get_kv_cache_coordinator
-from kvlab.core.kv_cache_interface import get_kv_cache_spec_kind, get_kv_cache_spec_sliding_window
-from kvlab.core.kv_cache_manager_alloc import allocate_slots_general, fast_path_layout
-from kvlab.core.kv_cache_manager_queries import KVCacheManagerQueries
+from kvlab.core.kv_cache_interface import (
+    KVCacheConfig,
+    get_kv_cache_spec_kind,
+    get_kv_cache_spec_sliding_window,
+)
+from kvlab.core.kv_cache_utils import KVCacheBlock
+from kvlab.core.kv_events import BlockStored, KVCacheEvent
 from kvlab.core.metrics import PrefixCacheStats
+from kvlab.core.recorder import install_call_brackets, remove_call_brackets
 from kvlab.core.request import Request
 
 if TYPE_CHECKING:
-    from kvlab.core.kv_cache_interface import KVCacheConfig
     from kvlab.core.kv_cache_metrics import KVCacheMetricsCollector
-    from kvlab.core.kv_cache_utils import KVCacheBlock
     from kvlab.core.recorder import KVRecorder
 
-# The logger vLLM's tests patch (kv_cache_manager.logger); the same one the queries use.
 logger = logging.getLogger(__name__)
 
 __all__ = ["KVCacheBlocks", "KVCacheManager"]
 
-# allocate_slots' fast path tests its zero defaults by identity (CPython shares small ints).
-_ZERO = 0
+
+@dataclass
+class KVCacheBlocks:
+    """What KVCacheManager hands the scheduler: the blocks of one request, per KV cache group.
+
+    ``blocks[i][j]`` is group ``i``'s ``j``-th block (groups outermost: groups may have
+    different numbers of blocks). An empty group is ``()``; the manager shares one empty
+    instance (``KVCacheManager.empty_kv_cache_blocks``) to avoid garbage.
+
+    Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheBlocks
+
+    Examples:
+        >>> a, b, c = KVCacheBlock(1), KVCacheBlock(2), KVCacheBlock(3)
+        >>> blocks = KVCacheBlocks(([a], [b])) + KVCacheBlocks(([c], []))
+        >>> blocks.get_block_ids()
+        ([1, 3], [2])
+    """
+
+    blocks: tuple[Sequence[KVCacheBlock], ...]
+
+    def __add__(self, other: KVCacheBlocks) -> KVCacheBlocks:
+        """Concatenate two instances group by group."""
+        return KVCacheBlocks(
+            tuple(list(itertools.chain(blk1, blk2)) for blk1, blk2 in zip(self.blocks, other.blocks))
+        )
+
+    @overload
+    def get_block_ids(self, allow_none: Literal[False] = False) -> tuple[list[int], ...]: ...
+
+    @overload
+    def get_block_ids(self, allow_none: Literal[True] = True) -> tuple[list[int], ...] | None: ...
+
+    def get_block_ids(self, allow_none: bool = False) -> tuple[list[int], ...] | None:
+        """The block ids per group (None with ``allow_none`` when every group is empty).
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheBlocks.get_block_ids
+        """
+        if allow_none and all(len(group) == 0 for group in self.blocks):
+            return None
+        return tuple([blk.block_id for blk in group] for group in self.blocks)
+
+    def get_unhashed_block_ids(self) -> list[int]:
+        """Ids of the blocks without a block_hash (one group only).
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheBlocks.get_unhashed_block_ids
+
+        Raises:
+            AssertionError: With more than one group (as vLLM).
+        """
+        assert len(self.blocks) == 1, "Only one group is supported"
+        return [block.block_id for block in self.blocks[0] if block.block_hash is None]
+
+    def get_unhashed_block_ids_all_groups(self) -> list[list[int]]:
+        """Per group, ids of the blocks without a block_hash (null padding skipped).
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheBlocks.get_unhashed_block_ids_all_groups
+        """
+        return [
+            [block.block_id for block in group if block.block_hash is None and not block.is_null]
+            for group in self.blocks
+        ]
+
+    def new_empty(self) -> KVCacheBlocks:
+        """An instance with the same number of groups and no blocks.
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheBlocks.new_empty
+        """
+        return KVCacheBlocks(tuple(() for _ in range(len(self.blocks))))
 
 
-class KVCacheManager(KVCacheManagerQueries):
+class KVCacheManager:
     """Prefix-cache lookups, slot allocation and release for every KV cache group.
 
     Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager. Differs: ``recorder`` /
@@ -97,21 +179,22 @@ class KVCacheManager(KVCacheManagerQueries):
         metrics_collector: KVCacheMetricsCollector | None = None,
         recorder: KVRecorder | None = None,
     ) -> None:
-        checks.check_manager_config(
-            kv_cache_config, max_model_len, hash_block_size, max_num_batched_tokens, enable_caching
-        )
-        groups = kv_cache_config.kv_cache_groups
+        guard_kv_cache_manager(kv_cache_config, max_model_len, hash_block_size, max_num_batched_tokens, enable_caching)
         self.max_model_len = max_model_len
+        # None: the sliding-window admission cap collapses to "no cap".
+        if max_num_batched_tokens is None:
+            max_num_batched_tokens = max_model_len
+
         self.enable_caching = enable_caching
         self.use_eagle = use_eagle
         self.log_stats = log_stats
         self.metrics_collector = metrics_collector
         self.prefix_cache_stats = PrefixCacheStats() if log_stats else None
+
         self.coordinator = get_kv_cache_coordinator(
             kv_cache_config=kv_cache_config,
             max_model_len=self.max_model_len,
-            # None: the sliding-window admission cap collapses to "no cap".
-            max_num_batched_tokens=max_num_batched_tokens or max_model_len,
+            max_num_batched_tokens=max_num_batched_tokens,
             use_eagle=self.use_eagle,
             enable_caching=self.enable_caching,
             enable_kv_cache_events=enable_kv_cache_events,
@@ -120,85 +203,86 @@ class KVCacheManager(KVCacheManagerQueries):
             hash_block_size=hash_block_size,
             metrics_collector=self.metrics_collector,
         )
-        self.num_kv_cache_groups = len(groups)
+        self.num_kv_cache_groups = len(kv_cache_config.kv_cache_groups)
         self.block_pool = self.coordinator.block_pool
         self.kv_cache_config = kv_cache_config
-        self.hash_block_size = hash_block_size
         # (kind, sliding window) per group, stamped on BlockStored events by take_events().
         self.kv_cache_event_metadata = tuple(
-            (get_kv_cache_spec_kind(spec).value, get_kv_cache_spec_sliding_window(spec))
-            for spec in (g.kv_cache_spec for g in groups)
+            (
+                get_kv_cache_spec_kind(group.kv_cache_spec).value,
+                get_kv_cache_spec_sliding_window(group.kv_cache_spec),
+            )
+            for group in kv_cache_config.kv_cache_groups
         )
+
         # NOTE: shared and immutable (tuples): returned whenever there is nothing to return.
-        self.empty_kv_cache_blocks = KVCacheBlocks(
-            tuple(() for _ in range(self.num_kv_cache_groups))
-        )
-        self._fast_groups, self._windowed_managers, self._cache_alignment = fast_path_layout(
-            self.coordinator
-        )
+        self.empty_kv_cache_blocks = KVCacheBlocks(tuple(() for _ in range(self.num_kv_cache_groups)))
         self.recorder: KVRecorder | None = None
-        self.set_recorder(recorder)
+        if recorder is not None:
+            self.set_recorder(recorder)
 
     def set_recorder(self, recorder: KVRecorder | None) -> None:
         """Attach (or with None detach) a recorder to this manager and everything below it.
 
-        Sets it on the coordinator, every single-type manager and the block pool (which sets
-        it on its free queue).
+        Sets it on the coordinator, every single-type manager and the block pool (which sets it
+        on its free queue), and installs the call brackets (``begin_call`` / ``end_call``
+        around each public method) while one is set. kvlab only.
         """
         self.recorder = recorder
         self.coordinator.recorder = recorder
         for manager in self.coordinator.single_type_managers:
             manager.recorder = recorder
         self.block_pool.set_recorder(recorder)
+        if recorder is None:
+            remove_call_brackets(self)
+        else:
+            install_call_brackets(self, recorder)
 
     @property
     def usage(self) -> float:
-        """Fraction of usable blocks (the null block excluded) not in the free queue, 0.0-1.0."""
+        """Fraction of usable blocks (the null block excluded) not in the free queue, 0.0-1.0.
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.usage
+        """
         return self.block_pool.get_usage()
 
     def make_prefix_cache_stats(self) -> PrefixCacheStats | None:
-        """Return the stats gathered since the last call and start new ones (None if off)."""
+        """Return the stats gathered since the last call and start new ones (None if off).
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.make_prefix_cache_stats
+        """
         if not self.log_stats:
             return None
         stats = self.prefix_cache_stats
         self.prefix_cache_stats = PrefixCacheStats()
         return stats
 
-    # ------------------------------------------------------------------ lookup
     def get_computed_blocks(self, request: Request) -> tuple[KVCacheBlocks, int]:
         """The request's prefix-cache hit: blocks per group and the hit length (tokens).
 
         The hit is capped at ``request.num_tokens - 1`` tokens: the last token is always
-        recomputed to get logits (so a fully cached prompt recomputes its last block).
+        recomputed to get its logits (and since allocate_slots needs block-aligned hits, a
+        fully cached prompt recomputes its whole last block).
 
         Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.get_computed_blocks
 
         Returns:
             ``(blocks, num_new_computed_tokens)``; ``(empty, 0)`` when caching is off or the
-            request skips reading the prefix cache.
+            request skips reading the prefix cache (prompt logprobs, pooling).
 
         Raises:
             TypeError: ``request`` is not a Request (None, a str, ...).
             ValueError: The request has no tokens (and a lookup would run).
         """
-        if type(request) is not Request:
-            checks.check_request(request, "get_computed_blocks")
-        skip = not self.enable_caching or request.skip_reading_prefix_cache
-        if not skip and request.num_tokens < 1:
-            raise ValueError(
-                f"request {request.request_id!r} has no tokens; get_computed_blocks needs >= 1"
-            )
-        rec = self.recorder
-        if rec is not None:
-            args = (request.num_tokens, len(request.block_hashes))
-            rec.begin_call("get_computed_blocks", request.request_id, args)
-        if skip:
-            if rec is not None:
-                rec.end_call("get_computed_blocks", (0,))
+        guard_get_computed_blocks(self, request)
+        if not self.enable_caching or request.skip_reading_prefix_cache:
             return self.empty_kv_cache_blocks, 0
+
+        max_cache_hit_length = request.num_tokens - 1
         computed_blocks, num_new_computed_tokens = self.coordinator.find_longest_cache_hit(
-            request.block_hashes, request.num_tokens - 1
+            request.block_hashes, max_cache_hit_length
         )
+
         if self.log_stats:
             assert self.prefix_cache_stats is not None
             self.prefix_cache_stats.record(
@@ -206,11 +290,9 @@ class KVCacheManager(KVCacheManagerQueries):
                 num_hits=num_new_computed_tokens,
                 preempted=request.num_preemptions > 0,
             )
-        if rec is not None:
-            rec.end_call("get_computed_blocks", (num_new_computed_tokens,))
+
         return self.create_kv_cache_blocks(computed_blocks), num_new_computed_tokens
 
-    # ------------------------------------------------------------------ allocation
     def allocate_slots(
         self,
         request: Request,
@@ -227,16 +309,12 @@ class KVCacheManager(KVCacheManagerQueries):
 
         See the module docstring for the token layout. Stages: (0) with
         ``full_sequence_must_fit``, refuse unless the whole request fits; (1) null out blocks
-        outside the window (kept even if the call then fails); (2) refuse (None, nothing else
-        changed) unless the free blocks cover new blocks plus evictable hits; (3) touch the
-        hits, pad skipped positions with the null block, allocate blocks for ``ext_comp``;
-        (4) allocate up to ``new + lookahead``; (5) cache the full blocks (unless caching is
-        off or ``delay_cache_blocks``).
-
-        Speed: a call with no hits, no external or encoder tokens and default flags (a running
-        request's next chunk or decode step) takes a fast path: one exact-type test per
-        argument, and only the group calls that can change something.
-        Every other call is validated in full (``kvlab.core.kv_cache_manager_alloc``).
+        outside the window (kept even if the call then fails: fewer cached blocks get evicted);
+        (2) refuse (None, nothing else changed) unless the free blocks cover the new blocks plus
+        the evictable hits; (3) touch the hits, pad skipped positions with the null block,
+        allocate blocks for ``ext_comp``; (4) allocate up to ``new + lookahead``; (5) cache the
+        full blocks (unless caching is off or ``delay_cache_blocks``), only up to
+        ``request.num_tokens``: drafts beyond it may be rejected.
 
         Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.allocate_slots
 
@@ -247,7 +325,7 @@ class KVCacheManager(KVCacheManagerQueries):
             new_computed_blocks: The hit blocks from ``get_computed_blocks``.
             num_lookahead_tokens: Extra slots for speculative tokens (tokens).
             num_external_computed_tokens: Tokens whose KV a connector provides (tokens).
-            delay_cache_blocks: Skip caching (the KV arrives later, P/D transfer).
+            delay_cache_blocks: Skip caching (P/D: the KV arrives later, by a transfer).
             num_encoder_tokens: Encoder tokens for cross attention (tokens); 0 otherwise.
             full_sequence_must_fit: Admission gate: refuse unless the whole request fits
                 (sliding window / chunked local counted at their per-request cap).
@@ -260,111 +338,104 @@ class KVCacheManager(KVCacheManagerQueries):
                 groups / ``num_new_computed_tokens`` / the request's state, or missing hashes.
             TypeError: ``request`` is not a Request, or a count is not an int (bool too).
         """
-        fast = self._fast_groups
-        if (
-            # The common case (a request asking for its next tokens: no hits, no external or
-            # encoder tokens, default flags) goes straight through; everything else takes the
-            # general path (kv_cache_manager_alloc), which validates every argument in full.
-            fast is None
-            or type(request) is not Request
-            or type(num_new_tokens) is not int
-            or type(num_lookahead_tokens) is not int
-            or num_new_tokens <= 0
-            or num_lookahead_tokens < 0
-            # `is` against the shared small int: numpy zeros etc. take the general path.
-            or num_new_computed_tokens is not _ZERO
-            or num_external_computed_tokens is not _ZERO
-            or num_encoder_tokens is not _ZERO
-            or delay_cache_blocks is not False
-            or full_sequence_must_fit is not False
-            or (new_computed_blocks is not None
-                and new_computed_blocks is not self.empty_kv_cache_blocks)
-        ):  # fmt: skip
-            return allocate_slots_general(
-                self, request, num_new_tokens, num_new_computed_tokens, new_computed_blocks,
-                num_lookahead_tokens, num_external_computed_tokens, delay_cache_blocks,
-                num_encoder_tokens, full_sequence_must_fit,
-            )  # fmt: skip
-        # NOTE: the fast path makes exactly the general path's calls minus those that cannot
-        # change anything (nor emit a recorder event): remove_skipped_blocks only for windowed
-        # groups, allocate_new_blocks only when a group grows (or has no entry yet),
-        # cache_blocks only when a group has a newly full block. The differential oracle
-        # checks it against vLLM, tests/core/test_kv_cache_manager_fast_path.py against the
-        # general path.
-        request_id = request.request_id
-        num_computed_tokens = request.num_computed_tokens
-        max_model_len = self.max_model_len
-        total_computed_tokens = min(num_computed_tokens, max_model_len)
-        num_tokens_main_model = total_computed_tokens + num_new_tokens
-        num_tokens_need_slot = min(num_tokens_main_model + num_lookahead_tokens, max_model_len)
-        enable_caching = self.enable_caching
-        if enable_caching:
-            num_tokens_to_cache = min(num_tokens_main_model, request.num_tokens)
-            if num_tokens_to_cache // self.hash_block_size > len(request.block_hashes):
-                checks.check_hashes_cover(self, request, num_tokens_to_cache)
-        rec = self.recorder
-        if rec is not None:
-            rec.begin_call("allocate_slots", request_id,
-                           (int(num_computed_tokens), 0, 0, num_new_tokens, num_lookahead_tokens,
-                            0, 0, 0))  # fmt: skip
-        for manager in self._windowed_managers:
-            manager.remove_skipped_blocks(request_id, total_computed_tokens)
-        num_blocks_to_allocate = 0
-        grows = False
-        for manager, block_size in fast:
-            held = manager.req_to_blocks.get(request_id)
-            if held is not None and request_id in manager.num_cached_block:
-                num_new = -(-num_tokens_need_slot // block_size) - len(held)
-                if num_new > 0:
-                    num_blocks_to_allocate += num_new
-                    grows = True
-            else:
-                num_blocks_to_allocate += manager.get_num_blocks_to_allocate(
-                    request_id, num_tokens_need_slot, (), num_computed_tokens,
-                    num_tokens_main_model,
-                )  # fmt: skip
-                grows = True
-        if not grows:
-            new_blocks = self.empty_kv_cache_blocks
-        elif num_blocks_to_allocate > self.block_pool.get_num_free_blocks():
-            if rec is not None:
-                rec.end_call("allocate_slots", (0, num_blocks_to_allocate))
-            return None
-        else:
-            new_blocks = self.create_kv_cache_blocks(
-                self.coordinator.allocate_new_blocks(
-                    request_id, num_tokens_need_slot, num_tokens_main_model, 0
-                )
-            )
-        if enable_caching:
-            alignment = self._cache_alignment
-            num_aligned = num_tokens_to_cache // alignment * alignment
-            for manager, block_size in fast:
-                if num_aligned // block_size > manager.num_cached_block.get(request_id, 0):
-                    self.coordinator.cache_blocks(request, num_tokens_to_cache)
-                    break
-        if rec is not None:
-            rec.end_call("allocate_slots", (1, num_blocks_to_allocate))
-        return new_blocks
+        guard_allocate_slots(
+            self, request, num_new_tokens, num_new_computed_tokens, new_computed_blocks,
+            num_lookahead_tokens, num_external_computed_tokens, delay_cache_blocks,
+            num_encoder_tokens,
+        )  # fmt: skip
+        # With an asynchronous KV load there may be nothing to compute, only external tokens.
+        if num_new_tokens == 0 and num_external_computed_tokens == 0:
+            raise ValueError("num_new_tokens must be greater than 0 when there are no external computed tokens")
 
-    # ------------------------------------------------------------------ release
+        if new_computed_blocks is not None:
+            new_computed_block_list = new_computed_blocks.blocks
+        else:
+            new_computed_block_list = self.empty_kv_cache_blocks.blocks
+
+        num_local_computed_tokens = request.num_computed_tokens + num_new_computed_tokens
+        total_computed_tokens = min(
+            num_local_computed_tokens + num_external_computed_tokens,
+            self.max_model_len,
+        )
+
+        if full_sequence_must_fit:
+            # Refuse now if the whole request cannot fit (chunked prefill would otherwise
+            # admit it on its first chunk alone).
+            full_num_tokens = min(request.num_tokens, self.max_model_len)
+
+            num_blocks_to_allocate = self.coordinator.get_num_blocks_to_allocate(
+                request_id=request.request_id,
+                num_tokens=full_num_tokens,
+                new_computed_blocks=new_computed_block_list,
+                num_encoder_tokens=num_encoder_tokens,
+                total_computed_tokens=total_computed_tokens,
+                num_tokens_main_model=full_num_tokens,
+                apply_admission_cap=True,
+            )
+            if self.recorder is not None:
+                self.recorder.num_blocks_to_allocate(num_blocks_to_allocate)
+            if num_blocks_to_allocate > self.block_pool.get_num_free_blocks():
+                return None
+
+        num_tokens_main_model = total_computed_tokens + num_new_tokens
+        num_tokens_need_slot = min(num_tokens_main_model + num_lookahead_tokens, self.max_model_len)
+
+        # Free out-of-window blocks first (even if the call then fails): fewer cached blocks
+        # get evicted by the allocation below.
+        self.coordinator.remove_skipped_blocks(request.request_id, total_computed_tokens)
+
+        num_blocks_to_allocate = self.coordinator.get_num_blocks_to_allocate(
+            request_id=request.request_id,
+            num_tokens=num_tokens_need_slot,
+            new_computed_blocks=new_computed_block_list,
+            num_encoder_tokens=num_encoder_tokens,
+            total_computed_tokens=num_local_computed_tokens + num_external_computed_tokens,
+            num_tokens_main_model=num_tokens_main_model,
+        )
+        if self.recorder is not None:
+            self.recorder.num_blocks_to_allocate(num_blocks_to_allocate)
+
+        if num_blocks_to_allocate > self.block_pool.get_num_free_blocks():
+            return None
+
+        if new_computed_block_list is not self.empty_kv_cache_blocks.blocks or num_external_computed_tokens > 0:
+            # Hits are attached before the new blocks, so a later failure cannot lose them.
+            self.coordinator.allocate_new_computed_blocks(
+                request_id=request.request_id,
+                new_computed_blocks=new_computed_block_list,
+                num_local_computed_tokens=num_local_computed_tokens,
+                num_external_computed_tokens=num_external_computed_tokens,
+            )
+
+        new_blocks = self.coordinator.allocate_new_blocks(
+            request.request_id,
+            num_tokens_need_slot,
+            num_tokens_main_model,
+            num_encoder_tokens,
+        )
+
+        # P/D: the KV arrives later; cache when it has (after the transfer).
+        if not self.enable_caching or delay_cache_blocks:
+            return self.create_kv_cache_blocks(new_blocks)
+
+        # Only finalized tokens are cached: drafts beyond request.num_tokens may be rejected.
+        num_tokens_to_cache = min(total_computed_tokens + num_new_tokens, request.num_tokens)
+        self.coordinator.cache_blocks(request, num_tokens_to_cache)
+
+        return self.create_kv_cache_blocks(new_blocks)
+
     def free(self, request: Request) -> None:
         """Free the request's blocks in every group, tail first (the tail is evicted first).
 
         An unknown request is a no-op (aborted before allocation), as in vLLM.
+
         Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.free
 
         Raises:
             TypeError: ``request`` is not a Request (None, a str, ...); nothing changed.
         """
-        if type(request) is not Request:
-            checks.check_request(request, "free")
-        rec = self.recorder
-        if rec is not None:
-            rec.begin_call("free", request.request_id, ())
+        guard_request(request, "free")
         self.coordinator.free(request.request_id)
-        if rec is not None:
-            rec.end_call("free", ())
 
     def remove_skipped_blocks(self, request_id: str, total_computed_tokens: int) -> None:
         """Null out and free the blocks outside every group's attention window.
@@ -378,13 +449,8 @@ class KVCacheManager(KVCacheManagerQueries):
         Raises:
             ValueError / TypeError: ``total_computed_tokens`` is not an int >= 0.
         """
-        checks.check_count("total_computed_tokens", total_computed_tokens)
-        rec = self.recorder
-        if rec is not None:
-            rec.begin_call("remove_skipped_blocks", request_id, (int(total_computed_tokens),))
+        guard_count("total_computed_tokens", total_computed_tokens)
         self.coordinator.remove_skipped_blocks(request_id, total_computed_tokens)
-        if rec is not None:
-            rec.end_call("remove_skipped_blocks", ())
 
     def evict_blocks(self, block_ids: set[int]) -> None:
         """Drop the given blocks from the prefix cache (ref counts and free queue unchanged).
@@ -397,13 +463,8 @@ class KVCacheManager(KVCacheManagerQueries):
         Raises:
             ValueError / TypeError: An id is not an int in ``[0, num_gpu_blocks)``.
         """
-        ids = checks.check_block_ids(block_ids, self.block_pool.num_gpu_blocks)
-        rec = self.recorder
-        if rec is not None:
-            rec.begin_call("evict_blocks", None, tuple(sorted(int(i) for i in ids)))
-        self.block_pool.evict_blocks(ids)
-        if rec is not None:
-            rec.end_call("evict_blocks", ())
+        block_ids = guard_block_ids(self.block_pool, block_ids)
+        self.block_pool.evict_blocks(block_ids)
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached hash (e.g. after new weights); refused while blocks are in use.
@@ -413,16 +474,59 @@ class KVCacheManager(KVCacheManagerQueries):
         Returns:
             True if reset, False if some request still holds blocks.
         """
-        rec = self.recorder
-        if rec is not None:
-            rec.begin_call("reset_prefix_cache", None, ())
-        ok = bool(self.block_pool.reset_prefix_cache())
-        if ok and self.log_stats:
+        if not self.block_pool.reset_prefix_cache():
+            return False
+        if self.log_stats:
             assert self.prefix_cache_stats is not None
             self.prefix_cache_stats.reset = True
-        if rec is not None:
-            rec.end_call("reset_prefix_cache", (1 if ok else 0,))
-        return ok
+        return True
+
+    def get_num_common_prefix_blocks(self, running_request_id: str) -> list[int]:
+        """Per group, the leading blocks every request holding blocks shares (cascade attention).
+
+        Requests holding blocks but not scheduled this step count too (the answer may be 0).
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.get_num_common_prefix_blocks
+
+        Raises:
+            KeyError: ``running_request_id`` holds no blocks entry in any group.
+        """
+        guard_running_request_id(self, running_request_id)
+        return self.coordinator.get_num_common_prefix_blocks(running_request_id)
+
+    def take_events(self) -> list[KVCacheEvent]:
+        """Drain the queued KV events; BlockStored events get their group's spec kind/window.
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.take_events
+        """
+        events = self.block_pool.take_events()
+        for event in events:
+            if not isinstance(event, BlockStored):
+                continue
+            if event.group_idx is None:
+                continue
+            if event.group_idx < 0 or event.group_idx >= len(self.kv_cache_event_metadata):
+                logger.warning("Group index `%s` not in KV cache metadata", event.group_idx)
+                continue
+            # The pool emits structural events; the spec's kind and window are added here.
+            kind, sliding_window = self.kv_cache_event_metadata[event.group_idx]
+            event.kv_cache_spec_kind = kind
+            event.kv_cache_spec_sliding_window = sliding_window
+        return events
+
+    def get_blocks(self, request_id: str) -> KVCacheBlocks:
+        """The request's blocks per group (empty for an unknown request).
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.get_blocks
+        """
+        return self.create_kv_cache_blocks(self.coordinator.get_blocks(request_id))
+
+    def get_block_ids(self, request_id: str) -> tuple[list[int], ...]:
+        """The request's block ids per group (empty lists for an unknown request).
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.get_block_ids
+        """
+        return self.get_blocks(request_id).get_block_ids()
 
     def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
         """Cache the request's full blocks up to ``num_computed_tokens`` (no-op if caching off).
@@ -433,30 +537,30 @@ class KVCacheManager(KVCacheManagerQueries):
             ValueError: Negative count, or it covers blocks the request lacks (or their hashes).
             TypeError: ``request`` is not a Request, or the count is not an int.
         """
-        if type(request) is not Request:
-            checks.check_request(request, "cache_blocks")
-        checks.check_count("num_computed_tokens", num_computed_tokens)
-        if self.enable_caching:
-            checks.check_cache_blocks(self, request, num_computed_tokens)
-        rec = self.recorder
-        if rec is not None:
-            rec.begin_call("cache_blocks", request.request_id, (int(num_computed_tokens),))
+        guard_cache_blocks(self, request, num_computed_tokens)
         if self.enable_caching:
             self.coordinator.cache_blocks(request, num_computed_tokens)
-        if rec is not None:
-            rec.end_call("cache_blocks", ())
 
     def create_kv_cache_blocks(self, blocks: tuple[list[KVCacheBlock], ...]) -> KVCacheBlocks:
-        """Wrap ``blocks``; the shared empty instance when every group is empty."""
+        """Wrap ``blocks``; the shared empty instance when every group is empty.
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.create_kv_cache_blocks
+        """
         return KVCacheBlocks(blocks) if any(blocks) else self.empty_kv_cache_blocks
 
+    def take_new_block_ids(self) -> list[int]:
+        """Ids of full-attention blocks allocated since the last call (for zeroing), drained.
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.take_new_block_ids
+        """
+        ids: list[int] = []
+        for mgr in self.coordinator.single_type_managers:
+            ids.extend(mgr.take_new_block_ids())
+        return ids
+
     def new_step_starts(self) -> None:
-        """Tell the managers a scheduler step begins (Mamba forgets this step's cached hashes)."""
-        rec = self.recorder
-        if rec is None and self._fast_groups is not None:
-            return  # full / sliding-window / chunked-local groups have nothing to do
-        if rec is not None:
-            rec.begin_call("new_step_starts", None, ())
+        """Tell the managers a scheduler step begins (Mamba forgets this step's cached hashes).
+
+        Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.new_step_starts
+        """
         self.coordinator.new_step_starts()
-        if rec is not None:
-            rec.end_call("new_step_starts", ())

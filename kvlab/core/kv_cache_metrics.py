@@ -45,7 +45,7 @@ def _monotonic_ns() -> int:
 
 
 if TYPE_CHECKING:
-    from kvlab.core.kv_cache_block import KVCacheBlock
+    from kvlab.core.kv_cache_utils import KVCacheBlock
 
 __all__ = ["BlockMetricsState", "InvalidSampleRateError", "KVCacheMetricsCollector"]
 

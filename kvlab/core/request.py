@@ -29,6 +29,7 @@ import enum
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kvlab.core.request_engine import (
@@ -36,7 +37,6 @@ from kvlab.core.request_engine import (
     EngineCoreEventType,
     FinishReason,
     PrefillStats,
-    StreamingUpdate,
     StructuredOutputRequest,
 )
 from kvlab.core.request_params import (
@@ -49,7 +49,7 @@ from kvlab.core.request_params import (
 )
 
 if TYPE_CHECKING:
-    from kvlab.core.block_hash import BlockHash
+    from kvlab.core.kv_cache_utils import BlockHash
 
 __all__ = [
     "ConstantList",
@@ -67,6 +67,33 @@ __all__ = [
     "StreamingUpdate",
     "StructuredOutputRequest",
 ]
+
+
+@dataclass
+class StreamingUpdate:
+    """The new input of a resumable (streaming) request's next turn.
+
+    Mirrors: vllm/v1/request.py::StreamingUpdate
+    """
+
+    mm_features: list[MultiModalFeatureSpec] | None
+    prompt_token_ids: list[int] | None
+    max_tokens: int
+    arrival_time: float
+    sampling_params: SamplingParams | None
+
+    @classmethod
+    def from_request(cls, request: Request) -> StreamingUpdate | None:
+        """The update a resumable request carries, or None for a non-resumable one."""
+        if not request.resumable:
+            return None
+        return cls(
+            mm_features=request.mm_features,
+            prompt_token_ids=request.prompt_token_ids,
+            max_tokens=request.max_tokens,
+            arrival_time=request.arrival_time,
+            sampling_params=request.sampling_params,
+        )
 
 
 class RequestStatus(enum.IntEnum):
@@ -125,54 +152,51 @@ def _num_prompt_tokens(prompt_token_ids: list[int] | None, prompt_embeds: Any) -
     return len(prompt_token_ids)
 
 
-def _check_request_id(request_id: Any) -> None:
-    """TypeError unless ``request_id`` is a str (vLLM's EngineCore.add_request rule)."""
+def guard_request_init(
+    request_id: Any, prompt_token_ids: Any, sampling_params: Any, pooling_params: Any
+) -> list[int] | None:
+    """Request(): a str id, plain-int token ids, params with max_tokens (kvlab's guard).
+
+    NOTE: vLLM's Request takes any id, but EngineCore.add_request refuses a non-str one before
+    it reaches the scheduler; kvlab has no engine core in front of its managers, and an int id
+    would later mix with its str twin ("5") and make the trace unsavable. Token ids must be
+    plain ints: a numpy int or a float hashes differently from the same int, so two equal
+    prompts would silently miss each other's cached blocks. Negative ids are allowed (vLLM's
+    multimodal placeholders are -1).
+
+    Returns:
+        The prompt as a list (a tuple or range becomes one), or None.
+
+    Raises:
+        TypeError: A non-str request_id, or prompt_token_ids that are not a sequence of plain
+            int token ids.
+        ValueError: Neither sampling nor pooling params, or sampling params without max_tokens.
+    """
     if not isinstance(request_id, str):
-        # NOTE: vLLM's Request takes any id, but EngineCore.add_request refuses a non-str one
-        # before it reaches the scheduler; kvlab has no engine core in front of its managers,
-        # and an int id would later mix with its str twin ("5") and make the trace unsavable.
         raise TypeError(
             f"request_id must be a string, got {type(request_id)} {request_id!r:.60} "
             "(as vLLM's EngineCore.add_request; use str(...))"
         )
-
-
-def _check_prompt_token_ids(prompt_token_ids: Any) -> None:
-    """TypeError unless the prompt is None or a sequence of plain int token ids."""
-    if prompt_token_ids is None:
-        return
-    if isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
-        raise TypeError(
-            "prompt_token_ids must be a list of int token ids, or None with prompt_embeds; "
-            f"got {type(prompt_token_ids).__name__} {prompt_token_ids!r:.60}"
-            + (" (a numpy array: pass .tolist())" if hasattr(prompt_token_ids, "tolist") else "")
-        )
-    # NOTE: plain ints only: a numpy int or a float hashes differently from the same int, so
-    # two equal prompts would silently miss each other's cached blocks. Negative ids are
-    # allowed: vLLM's multimodal placeholders are -1 (the engine checks the vocabulary).
-    if all(type(t) is int for t in prompt_token_ids):
-        return
-    i, t = next((i, t) for i, t in enumerate(prompt_token_ids) if type(t) is not int)
-    raise TypeError(
-        f"prompt_token_ids[{i}] is {type(t).__name__} {t!r:.60}; allowed: token ids as plain "
-        "Python ints"
-    )
-
-
-def _max_tokens_and_kv_transfer_params(
-    request_id: str, sampling_params: SamplingParams | None, pooling_params: PoolingParams | None
-) -> tuple[int, dict[str, Any] | None]:
-    """(max_tokens, kv_transfer_params) as vLLM's Request derives them from its params."""
-    if pooling_params is not None:
-        return 1, None
-    if sampling_params is None:
+    if prompt_token_ids is not None:
+        if isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
+            raise TypeError(
+                "prompt_token_ids must be a list of int token ids, or None with prompt_embeds; "
+                f"got {type(prompt_token_ids).__name__} {prompt_token_ids!r:.60}"
+                + (" (a numpy array: pass .tolist())" if hasattr(prompt_token_ids, "tolist") else "")
+            )
+        if not all(type(t) is int for t in prompt_token_ids):
+            i, t = next((i, t) for i, t in enumerate(prompt_token_ids) if type(t) is not int)
+            raise TypeError(
+                f"prompt_token_ids[{i}] is {type(t).__name__} {t!r:.60}; allowed: token ids as "
+                "plain Python ints"
+            )
+    if pooling_params is None and sampling_params is None:
         raise ValueError("sampling_params and pooling_params can't both be unset")
-    if sampling_params.max_tokens is None:
+    if pooling_params is None and sampling_params.max_tokens is None:
         raise ValueError(f"request {request_id}: sampling_params.max_tokens must be set")
-    extra_args = sampling_params.extra_args
-    return sampling_params.max_tokens, (
-        extra_args.get("kv_transfer_params") if extra_args is not None else None
-    )
+    if prompt_token_ids is not None and prompt_token_ids.__class__ is not list:
+        return list(prompt_token_ids)  # a tuple or range works as a list would
+    return prompt_token_ids
 
 
 class Request:
@@ -226,20 +250,40 @@ class Request:
         reasoning_parser_kwargs: dict[str, Any] | None = None,
         abort_immediately: bool = False,
     ) -> None:
-        _check_request_id(request_id)
-        _check_prompt_token_ids(prompt_token_ids)
+        prompt_token_ids = guard_request_init(request_id, prompt_token_ids, sampling_params, pooling_params)
         self.request_id = request_id
         self.client_index = client_index
         self.priority = priority
         self.sampling_params = sampling_params
         self.pooling_params = pooling_params
         self.lora_request = lora_request
+        self.structured_output_request = StructuredOutputRequest.from_sampling_params(sampling_params)
+        if self.structured_output_request is not None:
+            self.structured_output_request.reasoning_ended = reasoning_ended
+            self.structured_output_request.reasoning_parser_kwargs = reasoning_parser_kwargs
         self.arrival_time = arrival_time if arrival_time is not None else time.time()
+
         self.status = RequestStatus.WAITING
+        self.events: list[EngineCoreEvent] = []
         self.stop_reason: int | str | None = None
-        self.max_tokens, self.kv_transfer_params = _max_tokens_and_kv_transfer_params(
-            request_id, sampling_params, pooling_params
-        )
+
+        # P/D: the KV connector's transfer parameters.
+        self.kv_transfer_params: dict[str, Any] | None = None
+
+        if pooling_params is not None:
+            # Pooling models produce one output.
+            self.max_tokens = 1
+        elif sampling_params is not None:
+            assert sampling_params.max_tokens is not None
+            self.max_tokens = sampling_params.max_tokens
+            if self.structured_output_request is not None:
+                self.status = RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
+
+            if sampling_params.extra_args is not None:
+                self.kv_transfer_params = sampling_params.extra_args.get("kv_transfer_params")
+        else:
+            raise ValueError("sampling_params and pooling_params can't both be unset")
+
         self.prompt_token_ids = prompt_token_ids
         self.prompt_embeds = prompt_embeds
         self.prompt_is_token_ids = prompt_is_token_ids
@@ -248,42 +292,52 @@ class Request:
         self.num_prompt_tokens = _num_prompt_tokens(prompt_token_ids, prompt_embeds)
         self._output_token_ids: list[int] = []
         self._all_token_ids: list[int] = (
-            list(prompt_token_ids) if prompt_token_ids is not None else [0] * self.num_prompt_tokens
+            self.prompt_token_ids.copy() if self.prompt_token_ids is not None else [0] * self.num_prompt_tokens
         )
+
+        # Async scheduling.
         self.num_output_placeholders = 0
+        self.async_tokens_to_discard = 0
+
         self.spec_token_ids: list[int] = []
         self.num_computed_tokens = 0
         self.cache_salt: str | None = cache_salt
+
         self.mm_features: list[MultiModalFeatureSpec] = mm_features or []
+
         # NOTE: read-only views; tokens enter only through append_output_token_ids so that
         # the two lists and block_hashes stay in step.
         self.output_token_ids = ConstantList(self._output_token_ids)
         self.all_token_ids = ConstantList(self._all_token_ids)
-        self.is_prefill_chunk = False
-        self.num_preemptions = 0
-        # Prefix-cache hit of the first admission (tokens); -1 until the scheduler admits it.
-        self.num_cached_tokens = -1
-        self.block_hashes: list[BlockHash] = []
-        self._block_hasher = block_hasher
-        self.update_block_hashes()
-        self.skip_reading_prefix_cache = self.get_skip_reading_prefix_cache()
-        self.resumable = resumable
-        self.abort_immediately = abort_immediately
-        # Engine-side records vLLM's scheduler reads and writes (kvlab.core.request_engine).
-        self.events: list[EngineCoreEvent] = []
-        self.prefill_stats: PrefillStats | None = PrefillStats()
-        self.streaming_queue: deque[StreamingUpdate | None] | None = None
-        self.async_tokens_to_discard = 0
-        self.num_nans_in_logits = 0
         self.trace_headers = trace_headers
-        self.structured_output_request = StructuredOutputRequest.from_sampling_params(
-            sampling_params
-        )
-        if self.structured_output_request is not None:
-            self.structured_output_request.reasoning_ended = reasoning_ended
-            self.structured_output_request.reasoning_parser_kwargs = reasoning_parser_kwargs
-            if pooling_params is None:
-                self.status = RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
+
+        # True while the request is scheduled as a non-final prefill chunk.
+        self.is_prefill_chunk = False
+
+        # NaNs in the logits; > 0 means a corrupted output.
+        self.num_nans_in_logits = 0
+
+        self.num_preemptions = 0
+
+        self.prefill_stats: PrefillStats | None = PrefillStats()
+
+        self.block_hashes: list[BlockHash] = []
+        # The hasher is stored unbound (no Request -> partial -> Request reference cycle).
+        self._block_hasher: Callable[[Request], list[BlockHash]] | None = block_hasher
+        self.update_block_hashes()
+
+        self.skip_reading_prefix_cache = self.get_skip_reading_prefix_cache()
+
+        # Streaming sessions.
+        self.resumable = resumable
+        # A None entry in the queue means finished.
+        self.streaming_queue: deque[StreamingUpdate | None] | None = None
+
+        # Abort right after admission, so the connector's request_finished hook runs.
+        self.abort_immediately = abort_immediately
+        # NOTE: kvlab only: the prefix-cache hit of the first admission (tokens), -1 until the
+        # scheduler admits it (kvlab's scheduler reports it as vLLM's num_cached_tokens).
+        self.num_cached_tokens = -1
 
     @classmethod
     def from_engine_core_request(

@@ -1,7 +1,7 @@
 """The engine-side records a Request carries: finish reasons, timestamped events, prefill stats.
 
 Mirrors: vllm/v1/engine/__init__.py::{FinishReason, EngineCoreEventType, EngineCoreEvent},
-vllm/v1/metrics/stats.py::PrefillStats, vllm/v1/request.py::StreamingUpdate and the bookkeeping
+vllm/v1/metrics/stats.py::PrefillStats and the bookkeeping
 half of vllm/v1/structured_output/request.py::StructuredOutputRequest (a request waits for its
 grammar; kvlab compiles no grammar: whoever does sets ``grammar``). vLLM's scheduler
 reads and writes these on every request (``record_event``, ``take_events``,
@@ -23,10 +23,7 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from kvlab.core.request import Request
+from typing import Any
 
 __all__ = [
     "EngineCoreEvent",
@@ -34,7 +31,6 @@ __all__ = [
     "FINISH_REASON_STRINGS",
     "FinishReason",
     "PrefillStats",
-    "StreamingUpdate",
     "StructuredOutputRequest",
 ]
 
@@ -113,33 +109,6 @@ class PrefillStats:
         self.num_cached_tokens = num_cached_tokens
         self.num_local_cached_tokens = num_local_cached_tokens
         self.num_external_cached_tokens = num_external_cached_tokens
-
-
-@dataclass
-class StreamingUpdate:
-    """The new input of a resumable (streaming) request's next turn.
-
-    Mirrors: vllm/v1/request.py::StreamingUpdate.
-    """
-
-    mm_features: list[Any] | None
-    prompt_token_ids: list[int] | None
-    max_tokens: int
-    arrival_time: float
-    sampling_params: Any
-
-    @classmethod
-    def from_request(cls, request: Request) -> StreamingUpdate | None:
-        """The update a resumable request carries, or None for a non-resumable one."""
-        if not request.resumable:
-            return None
-        return cls(
-            mm_features=request.mm_features,
-            prompt_token_ids=request.prompt_token_ids,
-            max_tokens=request.max_tokens,
-            arrival_time=request.arrival_time,
-            sampling_params=request.sampling_params,
-        )
 
 
 @dataclass

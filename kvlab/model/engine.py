@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kvlab.core import block_hash as block_hash_module
+from kvlab.core import kv_cache_utils as block_hash_module
 from kvlab.core.kv_cache_interface import (
     FullAttentionSpec,
     KVCacheConfig,

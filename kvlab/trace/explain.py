@@ -396,7 +396,12 @@ def _how(trace: Any, i: int, kind: EventKind, top: Call | None, block_id: int | 
     own = design_of(trace).how_evicted(trace, i, j, top, block_id)
     if own is not None:
         return own
-    if j > 0 and trace.cols.kind[j - 1] == K.POPLEFT_N:
+    # vLLM's get_new_blocks pops its blocks (POPLEFT_N), then evicts and counts them one by
+    # one: the removal follows the pop, after the counts of the blocks before it.
+    k = j
+    while k > 0 and trace.cols.kind[k - 1] in (K.GET_NEW_BLOCKS, K.BLOCK_REMOVED):
+        k -= 1
+    if k > 0 and trace.cols.kind[k - 1] == K.POPLEFT_N and block_id in trace.payload(k - 1):
         return _(
             "{who} needed new blocks: get_new_blocks popped block {block_id} from the "
             "free-queue head (least recently freed) and reused it"

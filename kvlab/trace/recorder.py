@@ -85,6 +85,12 @@ class Recorder:
         self._call_names: list[str] = sorted(CALL_SPECS, key=lambda n: CALL_SPECS[n].call_id)
         self._call_ids: dict[str, int] = {name: i for i, name in enumerate(self._call_names)}
         self._open_calls: list[str | None] = []
+        # (request_id, group) pairs req_to_blocks holds: empty adds of a known pair and frees
+        # of an unknown one change nothing and record nothing.
+        self._req_keys: set[tuple[str, int]] = set()
+        # The hybrid fixed point of the current lookup: (iteration, last candidate length).
+        self._fixed_point: tuple[int, int] | None = None
+        self._num_blocks_to_allocate = 0
         self._depth = 0
         self._step = 0
         self._error: BaseException | None = None
@@ -121,6 +127,9 @@ class Recorder:
         self.initial_state = KVState.from_manager(kv_cache_manager, self._tables)
         self.initial_state.num_free_blocks = None
         self.config = {**manager_config(kv_cache_manager), **self.config}
+        coordinator = getattr(kv_cache_manager, "coordinator", None)  # None for a bare BlockPool
+        for group, mgr in enumerate(getattr(coordinator, "single_type_managers", ())):
+            self._req_keys.update((r, group) for r in mgr.req_to_blocks)
         kv_cache_manager.set_recorder(self)
         self.manager = kv_cache_manager
         return self
@@ -192,17 +201,31 @@ class Recorder:
         self._push((_APPEND_N, 0, None, 0, 0, tuple(block_ids)))
 
     # ------------------------------------------------------------------ BlockPool
+    def _merge(self, kind: int, group: int, request: str | None, ids: Sequence[int]) -> bool:
+        """Extend the last buffered event if it is ``kind`` for the same group and request."""
+        buf = self._buf
+        if buf:
+            last = buf[-1]
+            if last[0] == kind and last[1] == group and last[2] == request:
+                buf[-1] = (kind, group, request, last[3], last[4], last[5] + tuple(ids))
+                return True
+        return False
+
     def get_new_blocks(self, block_ids: Sequence[int]) -> None:
-        """Hook: ref_cnt += 1 for each newly allocated block."""
-        self._push((_GET_NEW, 0, None, 0, 0, tuple(block_ids)))
+        """Hook: ref_cnt += 1 for each newly allocated block (merged with a GET_NEW_BLOCKS
+        event just before it: core reports the blocks of its loop one by one)."""
+        if not self._merge(_GET_NEW, 0, None, block_ids):
+            self._push((_GET_NEW, 0, None, 0, 0, tuple(block_ids)))
 
     def touch(self, block_ids: Sequence[int]) -> None:
-        """Hook: ref_cnt += 1 for each hit block."""
-        self._push((_TOUCH, 0, None, 0, 0, tuple(block_ids)))
+        """Hook: ref_cnt += 1 for each hit block (merged with a TOUCH event just before it)."""
+        if not self._merge(_TOUCH, 0, None, block_ids):
+            self._push((_TOUCH, 0, None, 0, 0, tuple(block_ids)))
 
     def free_blocks(self, block_ids: Sequence[int]) -> None:
-        """Hook: ref_cnt -= 1 for each block, in this order."""
-        self._push((_FREE, 0, None, 0, 0, tuple(block_ids)))
+        """Hook: ref_cnt -= 1 for each block, in this order (nothing for no block)."""
+        if block_ids:
+            self._push((_FREE, 0, None, 0, 0, tuple(block_ids)))
 
     def cache_full_blocks(
         self,
@@ -213,7 +236,10 @@ class Recorder:
         block_ids: Sequence[int],
         block_hashes: Sequence[bytes],
     ) -> None:
-        """Hook: ``block_ids[i]`` got BlockHashWithGroupId ``block_hashes[i]`` and was cached."""
+        """Hook: ``block_ids[i]`` got BlockHashWithGroupId ``block_hashes[i]`` and was cached
+        (nothing when no block was: all null or masked out)."""
+        if not block_ids:
+            return
         self._push(
             (
                 _STORED,
@@ -243,18 +269,30 @@ class Recorder:
     # ------------------------------------------------------------------ coordinator / managers
     def fixed_point(
         self,
-        iteration: int,
+        idx: int,
         kv_cache_group_ids: Sequence[int],
-        hit_length_in: int,
-        hit_length_out: int,
+        hit_length: int,
+        curr_hit_length: int,
         reused: bool,
         block_ids: Sequence[Sequence[int]] | None = None,
     ) -> None:
-        """Hook: one attention group's turn in a hybrid fixed-point iteration.
+        """Hook: attention group ``idx``'s turn in a hybrid fixed-point iteration.
 
+        The iteration started at ``hit_length`` tokens; the candidate is ``curr_hit_length``
+        after the turn. The recorder numbers the iterations (a turn of attention group 0 starts
+        one; a call bracket starts a new lookup) and stores the candidate before the turn.
         ``block_ids`` (one list per group: the hit's block ids after the turn) is stored after
         the group ids; None records the pre-block-list layout (``pack_fixed_point``).
         """
+        state = self._fixed_point
+        if state is None:
+            iteration, hit_length_in = 0, hit_length
+        elif idx == 0:
+            iteration, hit_length_in = state[0] + 1, hit_length
+        else:
+            iteration, hit_length_in = state[0], state[1]
+        self._fixed_point = (iteration, curr_hit_length)
+        hit_length_out = curr_hit_length
         payload = pack_fixed_point(hit_length_out, reused, kv_cache_group_ids, block_ids)
         self._push(
             (
@@ -270,22 +308,44 @@ class Recorder:
     def req_blocks_add(
         self, request_id: str, kv_cache_group_id: int, block_ids: Sequence[int]
     ) -> None:
-        """Hook: ``req_to_blocks[request_id][group].extend(block_ids)``."""
-        self._push((_ADDED, kv_cache_group_id, request_id, 0, 0, tuple(block_ids)))
+        """Hook: ``req_to_blocks[request_id][group].extend(block_ids)``.
+
+        An empty ``block_ids`` marks where the defaultdict creates the entry: recorded only if
+        the request had none in this group. Merged with an add just before it for the same
+        request and group (e.g. null padding, then hits).
+        """
+        key = (request_id, kv_cache_group_id)
+        if not block_ids and key in self._req_keys:
+            return
+        self._req_keys.add(key)
+        if not self._merge(_ADDED, kv_cache_group_id, request_id, block_ids):
+            self._push((_ADDED, kv_cache_group_id, request_id, 0, 0, tuple(block_ids)))
 
     def req_blocks_null(
         self, request_id: str, kv_cache_group_id: int, indices: Sequence[int]
     ) -> None:
-        """Hook: ``req_to_blocks[request_id][group][i] = null_block`` for each i."""
-        self._push((_NULLED, kv_cache_group_id, request_id, 0, 0, tuple(indices)))
+        """Hook: ``req_to_blocks[request_id][group][i] = null_block`` for each i (merged with a
+        nulling of the same request and group just before it)."""
+        if not self._merge(_NULLED, kv_cache_group_id, request_id, indices):
+            self._push((_NULLED, kv_cache_group_id, request_id, 0, 0, tuple(indices)))
 
     def req_free(self, request_id: str, kv_cache_group_id: int) -> None:
-        """Hook: ``req_to_blocks[request_id][group]`` dropped."""
+        """Hook: ``req_to_blocks[request_id][group]`` dropped (nothing if it did not exist)."""
+        key = (request_id, kv_cache_group_id)
+        if key not in self._req_keys:
+            return
+        self._req_keys.discard(key)
         self._push((_FREED, kv_cache_group_id, request_id, 0, 0, _EMPTY))
 
     # ------------------------------------------------------------------ calls
+    def num_blocks_to_allocate(self, num_blocks: int) -> None:
+        """Hook: allocate_slots' block count (the second value of its call's result)."""
+        self._num_blocks_to_allocate = num_blocks
+
     def begin_call(self, name: str, request_id: str | None, args: Sequence[int]) -> None:
         """Hook: a KVCacheManager call starts (args packed at columnarisation, see CALL_SPECS)."""
+        self._fixed_point = None
+        self._num_blocks_to_allocate = 0
         call_id = self._call_ids.get(name)
         if call_id is None:
             call_id = self._new_call(name)
@@ -295,7 +355,14 @@ class Recorder:
             self._maybe_flush()
 
     def end_call(self, name: str, result: Sequence[int]) -> None:
-        """Hook: the call opened last returns ``result``."""
+        """Hook: the call opened last returns ``result``.
+
+        ``allocate_slots`` reports ``(allocated,)``: the recorder adds the last
+        ``num_blocks_to_allocate`` of the call, giving ``(allocated, num_blocks_to_allocate)``.
+        """
+        self._fixed_point = None
+        if name == "allocate_slots" and len(result) == 1:
+            result = (result[0], self._num_blocks_to_allocate)
         call_id = self._call_ids.get(name)
         if call_id is None:
             call_id = self._new_call(name)
@@ -303,6 +370,16 @@ class Recorder:
         self._push((_END, call_id, open_calls.pop() if open_calls else None, 0, 0, result))
         if len(self._buf) >= self._chunk_size:
             self._maybe_flush()
+
+    def abort_call(self, name: str) -> None:
+        """Hook: the call opened last raised. Dropped if nothing was recorded inside it (its
+        guard refused the input), else closed with an empty result."""
+        buf = self._buf
+        if buf and buf[-1][0] == _BEGIN and self._open_calls:
+            buf.pop()
+            self._open_calls.pop()
+            return
+        self.end_call(name, ())
 
     def _new_call(self, name: str) -> int:
         call_id = self._call_ids[name] = len(self._call_names)

@@ -357,22 +357,30 @@ class Trace:
     def in_transit(self, i: int) -> set[int]:
         """Blocks mid-way through one BlockPool operation right after event ``i``.
 
-        get_new_blocks unlinks blocks (POPLEFT_N) before their ref_cnt rises
-        (GET_NEW_BLOCKS); touch unlinks (REMOVE) before TOUCH; free_blocks lowers ref_cnt
-        (FREE_BLOCKS) before linking them (APPEND_N). Between those events a block is
-        legitimately neither queued nor referenced; ``check_invariants`` accepts these.
+        vLLM's loops leave a block briefly neither queued nor referenced: get_new_blocks
+        unlinks its blocks (POPLEFT_N) and then counts them one by one (GET_NEW_BLOCKS, with
+        evictions between); touch unlinks each free hit (REMOVE) just before counting it
+        (TOUCH); free_blocks lowers every ref_cnt (FREE_BLOCKS) before linking them
+        (APPEND_N). ``check_invariants`` accepts the blocks returned here.
         """
         out: set[int] = set()
+        counted: set[int] = set()
         j = self._index(i)
         while j >= 0:
             kind = int(self.cols.kind[j])
-            if kind in (K.POPLEFT_N, K.FREE_BLOCKS):
-                out.update(self.payload(j))
+            if kind in (K.GET_NEW_BLOCKS, K.TOUCH):
+                counted.update(self.payload(j))
             elif kind in (K.POPLEFT, K.REMOVE):
-                out.add(int(self.cols.a[j]))
-            elif kind != K.BLOCK_REMOVED:
+                block_id = int(self.cols.a[j])
+                if block_id not in counted:
+                    out.add(block_id)
+            elif kind == K.POPLEFT_N:
+                out.update(b for b in self.payload(j) if b not in counted)
                 break
-            if kind in (K.POPLEFT_N, K.FREE_BLOCKS):
+            elif kind == K.FREE_BLOCKS:
+                out.update(self.payload(j))
+                break
+            elif kind != K.BLOCK_REMOVED:
                 break
             j -= 1
         return out

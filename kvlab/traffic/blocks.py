@@ -5,7 +5,7 @@ from token lists costs one hash per block per replay; a capacity sweep replays t
 many times, so ``prepare_blocks`` computes them once:
 
 * requests with real token ids: kvlab's chained hashing over the tokens
-  (``kvlab.core.block_hash.hash_block_tokens``, exactly as ``get_request_block_hasher``);
+  (``kvlab.core.kv_cache_utils.hash_block_tokens``, exactly as ``get_request_block_hasher``);
 * Mooncake requests (hash ids): the same hashing over ``synthesize_tokens``, memoized per
   hash id: since a hash id names a whole prefix, the ``512 // block_size`` block hashes inside
   it are the same in every request that names it. The result equals hashing each request's
@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvlab.core.block_hash import BlockHash, hash_block_tokens, init_none_hash
+from kvlab.core.kv_cache_utils import BlockHash, hash_block_tokens, init_none_hash
 from kvlab.core.hashing import sha256
 from kvlab.traffic.mooncake import TrafficRequest
 
@@ -96,7 +96,7 @@ def progress_iter(it: Any, progress: bool | None, **tqdm_kwargs: Any) -> Any:
 
 def ensure_none_hash(hash_fn: Callable[[Any], bytes] = sha256) -> None:
     """Set kvlab's NONE_HASH once per process (never re-set it: held hashes would go stale)."""
-    if not hasattr(sys.modules["kvlab.core.block_hash"], "NONE_HASH"):
+    if not hasattr(sys.modules["kvlab.core.kv_cache_utils"], "NONE_HASH"):
         init_none_hash(hash_fn)
 
 

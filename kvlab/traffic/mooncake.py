@@ -18,7 +18,7 @@ derives every token from the id of the 512-block that holds it (``synthesize_tok
     token at offset j (0..511) of a block with hash id h  =  h * 512 + j
 
 Equal ids give equal tokens, different ids give disjoint tokens, so kvlab's real chained
-block hashing (``kvlab.core.block_hash.hash_block_tokens``) produces equal block hashes exactly
+block hashing (``kvlab.core.kv_cache_utils.hash_block_tokens``) produces equal block hashes exactly
 for equal prefixes, at any block size dividing 512. A partial last block is shared only when
 another request names the same id (the trace says so); otherwise its tokens are its own. At a
 kvlab block size ``B`` only ``input_length // B`` blocks are full, so the partial tail is never

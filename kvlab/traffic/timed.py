@@ -70,7 +70,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.core.block_hash import hash_block_tokens
+from kvlab.core.kv_cache_utils import hash_block_tokens
 from kvlab.core.hashing import sha256
 from kvlab.core.metrics import PrefixCacheStats
 from kvlab.traffic.blocks import BlockedTraffic, ensure_none_hash

@@ -32,7 +32,7 @@ BS = 4
 
 
 def _manager() -> KVCacheManager:
-    if not hasattr(sys.modules["kvlab.core.block_hash"], "NONE_HASH"):
+    if not hasattr(sys.modules["kvlab.core.kv_cache_utils"], "NONE_HASH"):
         init_none_hash(sha256)  # NOTE: process-wide; never re-set it under other tests
     spec = FullAttentionSpec(block_size=BS, num_kv_heads=1, head_size=1, dtype="float32")
     cfg = KVCacheConfig(6, [], [KVCacheGroupSpec(["l0"], spec)])

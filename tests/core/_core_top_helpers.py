@@ -130,18 +130,90 @@ def check_invariants(mgr: KVCacheManager) -> None:
             assert cached is b or (isinstance(cached, dict) and cached.get(b.block_id) is b)
 
 
+def _tuples(value: Any) -> Any:
+    """Lists (nested too) as tuples."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
 class ListRecorder:
-    """A recorder that stores every hook call as a tuple (name, *args)."""
+    """A recorder that stores every hook call as a tuple (name, *args), merged into events as
+    kvlab.trace.Recorder does: consecutive touch / get_new_blocks reports (and req_blocks_add /
+    req_blocks_null of one request and group) become one tuple, an empty req_blocks_add of an
+    entry that exists and a req_free of one that does not are dropped, a call its guard
+    rejected (begin_call then abort_call) leaves nothing, free_blocks / cache_full_blocks of no
+    block are dropped, and allocate_slots' end_call carries its last num_blocks_to_allocate."""
+
+    MERGED = ("touch", "get_new_blocks", "req_blocks_add", "req_blocks_null")
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
+        self._keys: set[tuple] = set()
+        self._num_blocks_to_allocate = 0
+        self._fixed_point: tuple[int, int] | None = None
+
+    def req_blocks_add(self, request_id, group, block_ids) -> None:
+        if not block_ids and (request_id, group) in self._keys:
+            return
+        self._keys.add((request_id, group))
+        self._record("req_blocks_add", request_id, group, block_ids)
+
+    def free_blocks(self, block_ids) -> None:
+        if block_ids:
+            self._record("free_blocks", block_ids)
+
+    def cache_full_blocks(self, request_id, group, num_cached, num_full, block_ids, hashes) -> None:
+        if block_ids:
+            self._record("cache_full_blocks", request_id, group, num_cached, num_full, block_ids, hashes)
+
+    def req_free(self, request_id, group) -> None:
+        if (request_id, group) in self._keys:
+            self._keys.discard((request_id, group))
+            self.calls.append(("req_free", request_id, group))
+
+    def fixed_point(self, idx, group_ids, hit_length, curr_hit_length, reused, block_ids) -> None:
+        # As kvlab.trace.Recorder: (iteration, group_ids, length before the turn, after, ...).
+        state = self._fixed_point
+        if state is None or idx == 0:
+            iteration = 0 if state is None else state[0] + 1
+            length_in = hit_length
+        else:
+            iteration, length_in = state
+        self._fixed_point = (iteration, curr_hit_length)
+        self._record("fixed_point", iteration, group_ids, length_in, curr_hit_length, reused, block_ids)
+
+    def begin_call(self, name, request_id, args) -> None:
+        self._fixed_point = None
+        self.calls.append(("begin_call", name, request_id, tuple(args)))
+
+    def num_blocks_to_allocate(self, n) -> None:
+        self._num_blocks_to_allocate = n
+
+    def abort_call(self, name) -> None:
+        if self.calls and self.calls[-1][0] == "begin_call":
+            self.calls.pop()
+        else:
+            self.calls.append(("end_call", name, ()))
+
+    def end_call(self, name, result) -> None:
+        self._fixed_point = None
+        if name == "allocate_slots" and len(result) == 1:
+            result = (result[0], self._num_blocks_to_allocate)
+        self.calls.append(("end_call", name, tuple(result)))
+
+    def _record(self, name: str, *args: Any) -> None:
+        args = tuple(_tuples(a) for a in args)
+        last = self.calls[-1] if self.calls else None
+        if name in self.MERGED and last is not None and last[0] == name and last[1:-1] == args[:-1]:
+            self.calls[-1] = (*last[:-1], tuple(last[-1]) + tuple(args[-1]))
+        else:
+            self.calls.append((name, *args))
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
 
         def hook(*args: Any) -> None:
-            self.calls.append((name, *(tuple(a) if isinstance(a, list) else a for a in args)))
+            self._record(name, *args)
 
         return hook
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.core import block_hash as bh
+from kvlab.core import kv_cache_utils as bh
 from kvlab.core.block_pool import BlockHashToBlockMap, BlockPool
 from kvlab.core.kv_cache_utils import (
     BlockHash,
@@ -427,11 +427,10 @@ def test_metrics_collector_hooks():
     pool.free_blocks([blocks[0]])
     assert pool.reset_prefix_cache()
     assert calls.events == [
-        # evicted is told of every popped block; kvlab evicts all popped blocks before counting
-        # any (vLLM interleaves per block), so recorded traces match live state at every event
+        # vLLM's get_new_blocks loop: each popped block is evicted (if cached), then counted
         ("on_block_evicted", 1),
-        ("on_block_evicted", 2),
         ("on_block_allocated", 1),
+        ("on_block_evicted", 2),
         ("on_block_allocated", 2),
         ("on_block_accessed", 1),
         ("reset",),
@@ -456,9 +455,12 @@ def test_recorder_event_sequence():
     pool.touch([blocks[0], pool.null_block])  # block 1 leaves the queue; null not queued
     pool.get_new_blocks(4)  # queue 4 5 3 2: block 2 evicted on reuse
     pool.get_new_blocks(0)  # nothing changes: nothing reported
+    # Core reports block by block inside vLLM's loops (a recorder merges them into events).
     assert rec.events == [
         ("popleft_n", [1, 2, 3]),
-        ("get_new_blocks", [1, 2, 3]),
+        ("get_new_blocks", [1]),
+        ("get_new_blocks", [2]),
+        ("get_new_blocks", [3]),
         ("cache_full_blocks", "r", 0, 0, 2, [1, 2], [key(h0), key(h1)]),
         ("lookup", h0, 0, 1),
         ("lookup", h0, 1, -1),
@@ -466,10 +468,14 @@ def test_recorder_event_sequence():
         ("free_blocks", [3, 2, 1]),
         ("append_n", [3, 2, 1]),
         ("remove", 1),
-        ("touch", [1, 0]),
+        ("touch", [1]),
+        ("touch", [0]),
         ("popleft_n", [4, 5, 3, 2]),
+        ("get_new_blocks", [4]),
+        ("get_new_blocks", [5]),
+        ("get_new_blocks", [3]),
         ("evict", 2, key(h1)),
-        ("get_new_blocks", [4, 5, 3, 2]),
+        ("get_new_blocks", [2]),
     ]
 
 
@@ -497,65 +503,29 @@ def test_recorder_reset_and_single_block_queue_ops():
     assert pool.free_block_queue.recorder is None
 
 
-# --- the managers' unchecked paths: same outcome as the public, checked ones -----------------
-
-
-def _pool_state(pool):
-    return (
-        free_ids(pool),
-        [b.ref_cnt for b in pool.blocks],
-        [b.block_hash for b in pool.blocks],
-        len(pool.cached_block_hash_to_block),
-    )
-
-
-def _run_ops(pool, internal):
-    """get_new_blocks / cache / free / touch / evicting get_new_blocks, through one path."""
-    get = pool._get_new_blocks_unchecked if internal else pool.get_new_blocks
-    free = pool._free_blocks_unchecked if internal else pool.free_blocks
-    touch = pool._touch_unchecked if internal else pool.touch
-    req = make_request([1, 2, 3, 4, 5, 6])
-    a = get(3)
-    pool.cache_full_blocks(req, a, 0, 3, 2, 0)
-    b = get(2)
-    free(reversed(a))
-    touch([a[0], pool.null_block])  # a hit on a free cached block, and the null block
-    free(reversed(b + [pool.null_block]))
-    c = get(4)  # queue 6, 7, 3, 2, 5, 4: pops 6, 7 (never cached), 3 and 2 (lose their hashes)
-    return [x.block_id for x in a + b + c]
-
-
-@pytest.mark.parametrize("enable_caching", [True, False])
-def test_unchecked_internal_paths_match_the_public_ones(enable_caching):
-    states = []
-    for internal in (False, True):
-        pool = BlockPool(num_gpu_blocks=8, enable_caching=enable_caching, hash_block_size=2)
-        ids = _run_ops(pool, internal)
-        states.append((ids, _pool_state(pool)))
-    assert states[0] == states[1]
-    ids, (queue, ref_cnts, hashes, num_cached) = states[1]
-    assert ids == [1, 2, 3, 4, 5, 6, 7, 3, 2]
-    assert queue == [5, 4] and ref_cnts[1:] == [1, 1, 1, 0, 0, 1, 1]
-    if enable_caching:  # block 1 (the hit) keeps its hash; 2 and 3 were evicted when reused
-        assert num_cached == 1 and hashes[1] is not None and hashes[2:4] == [None, None]
-
-
-def test_free_blocks_unchecked_caller_built_blocks_follow_vllm():
-    # Same semantics as free_blocks for blocks built outside the pool (vLLM's own tests).
-    pool = BlockPool(num_gpu_blocks=8, enable_caching=True, hash_block_size=4)
-    held = pool._get_new_blocks_unchecked(2)  # blocks 1, 2
-    outside = [KVCacheBlock(3), KVCacheBlock(1000)]
-    pool._free_blocks_unchecked([outside[0], held[1], outside[1]])
-    assert [b.ref_cnt for b in outside] == [-1, -1] and held[1].ref_cnt == 0
-    assert free_ids(pool) == [3, 4, 5, 6, 7, 2]
-    assert pool.get_num_free_blocks() == 6
+# --- trust inside core, checks outside it -------------------------------------------------
 
 
 def test_public_free_blocks_still_refuses_a_double_free_after_a_manager_free():
-    # The managers free through the unchecked path; the public entry point keeps its check.
+    # A manager frees through the pool (a caller inside kvlab.core: trusted, as in vLLM); a
+    # call from here (outside core) is checked.
+    from kvlab.core.kv_cache_interface import FullAttentionSpec
+    from kvlab.core.single_type_kv_cache_manager import FullAttentionManager
+
     pool = BlockPool(num_gpu_blocks=4, enable_caching=True, hash_block_size=4)
-    a, b = pool._get_new_blocks_unchecked(2)
-    pool._free_blocks_unchecked(reversed([a, b]))
+    spec = FullAttentionSpec(block_size=4, num_kv_heads=1, head_size=1, dtype="float32")
+    mgr = FullAttentionManager(spec, block_pool=pool, enable_caching=True, kv_cache_group_id=0)
+    a, b = mgr.allocate_new_blocks("r", 8, 8)
+    mgr.free("r")
     with pytest.raises(ValueError, match=r"block 2 is already free \(ref_cnt 0\)"):
         pool.free_blocks([b])
     assert free_ids(pool) == [3, 2, 1] and (a.ref_cnt, b.ref_cnt) == (0, 0)
+
+
+@pytest.mark.parametrize("method", ["touch", "free_blocks"])
+def test_pool_methods_called_from_outside_core_get_full_checks(method):
+    pool = BlockPool(num_gpu_blocks=4, enable_caching=True, hash_block_size=4)
+    before = free_ids(pool)
+    with pytest.raises(TypeError, match=rf"{method}: .* must be an iterable of KVCacheBlock"):
+        getattr(pool, method)([pool.blocks[1], "not a block"])
+    assert free_ids(pool) == before and [b.ref_cnt for b in pool.blocks[1:]] == [0, 0, 0]

@@ -13,7 +13,7 @@ import pickle
 import cbor2
 import pytest
 
-from kvlab.core import block_hash as bh
+from kvlab.core import kv_cache_utils as bh
 from kvlab.core import hashing, kv_cache_utils
 from kvlab.core.request import (
     LoRARequest,

@@ -48,7 +48,7 @@ class ReplayRecorder:
         self._check(group)
 
     def req_free(self, request_id, group) -> None:
-        del self.replay[group][request_id]
+        self.replay[group].pop(request_id, None)  # core reports every free, held or not
         self._check(group)
 
     def begin_call(self, name, request_id, args) -> None:
@@ -82,7 +82,7 @@ def _workload(mgr, rng: random.Random, num_ops: int) -> None:
         op = rng.choice(["arrive", "admit", "admit", "run", "run", "run", "finish", "misc"])
         if op == "arrive" or (op == "admit" and not waiting):
             tokens = rng.choice(prompts) + [rng.randrange(3) for _ in range(rng.randint(1, 9))]
-            waiting.append(make_request(f"r{next_id}", tokens, mgr.hash_block_size))
+            waiting.append(make_request(f"r{next_id}", tokens, mgr.block_pool.hash_block_size))
             next_id += 1
         elif op == "admit":
             req = waiting[0]

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from kvlab.core.block_pool import BlockPool
-from kvlab.core.kv_cache_block import KVCacheBlock
+from kvlab.core.kv_cache_utils import KVCacheBlock
 from kvlab.core.kv_cache_metrics import BlockMetricsState, KVCacheMetricsCollector
 from kvlab.core.metrics import CachingMetrics, KVCacheEvictionEvent, PrefixCacheStats
 

@@ -8,7 +8,7 @@ from kvlab.core.kv_cache_interface import FullAttentionSpec, SlidingWindowSpec
 from kvlab.core.kv_cache_utils import (
     generate_scheduler_kv_cache_config,
     get_kv_cache_configs,
-    project_kv_cache_groups_to_worker,
+    _project_kv_cache_groups_to_worker,
 )
 
 PAGE = 2 * 16 * 1 * 8 * 4  # K and V, block 16, 1 head of 8, float32: 1024 bytes
@@ -45,7 +45,7 @@ def test_projection_keeps_empty_groups_and_drops_eagle_flag_there():
     sw = SlidingWindowSpec(block_size=16, num_kv_heads=1, head_size=8, dtype="float32",
                            sliding_window=32)
     groups = [KVCacheGroupSpec(["a", "c"], _full()), KVCacheGroupSpec(["b"], sw, is_eagle_group=True)]
-    projected = project_kv_cache_groups_to_worker(groups, {"c": _full()})
+    projected = _project_kv_cache_groups_to_worker(groups, {"c": _full()})
     assert [(g.layer_names, g.is_eagle_group) for g in projected] == [(["c"], False), ([], False)]
 
 

@@ -18,7 +18,7 @@ from _core_top_helpers import (  # noqa: F401 (none_hash is an autouse fixture)
     sw_spec,
 )
 
-from kvlab.core.block_hash import get_block_hash, get_group_id, hash_block_tokens
+from kvlab.core.kv_cache_utils import get_block_hash, get_group_id, hash_block_tokens
 from kvlab.core.kv_cache_utils import init_none_hash, sha256, sha256_cbor
 from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored
 from kvlab.core.request_params import LoRARequest, MultiModalFeatureSpec, PlaceholderRange

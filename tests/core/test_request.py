@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from kvlab.core import block_hash as bh
+from kvlab.core import kv_cache_utils as bh
 from kvlab.core.kv_cache_utils import (
     get_request_block_hasher,
     hash_block_tokens,

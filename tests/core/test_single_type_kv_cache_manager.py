@@ -122,7 +122,8 @@ def test_full_attention_dcp_scales_the_block_size():
 
 
 def test_full_attention_rejects_other_specs():
-    with pytest.raises(TypeError, match="FullAttentionSpec"):
+    # The single-type managers keep vLLM's asserts (their callers inside core are checked).
+    with pytest.raises(AssertionError, match="only be used for full attention"):
         FullAttentionManager.find_longest_cache_hit([], 4, [0], _pool(), sw_spec(2, 4), False, 2)
     with pytest.raises(ValueError, match="dcp_world_size"):
         FullAttentionManager(full_spec(2), _pool(), True, 0, dcp_world_size=0)
@@ -145,6 +146,7 @@ def test_free_releases_tail_first_and_forgets_the_request():
     mgr = FullAttentionManager(full_spec(4), pool, True, 0)
     rec = ListRecorder()
     mgr.recorder = rec
+    pool.set_recorder(rec)
     assert _ids(mgr.allocate_new_blocks("a", 10, 10)) == [1, 2, 3]
     mgr.num_cached_block["a"] = 2
     mgr.free("a")
@@ -161,7 +163,12 @@ def test_free_releases_tail_first_and_forgets_the_request():
     ]
     assert "a" not in mgr.req_to_blocks and "a" not in mgr.num_cached_block
     mgr.free("never-allocated")
-    assert rec.calls == [("req_blocks_add", "a", 0, (1, 2, 3)), ("req_free", "a", 0)]
+    # vLLM's allocate_new_blocks reads the entry first (creating it), then extends it.
+    assert rec.named("req_blocks_add", "req_free") == [
+        ("req_blocks_add", "a", 0, ()),
+        ("req_blocks_add", "a", 0, (1, 2, 3)),
+        ("req_free", "a", 0),
+    ]
 
 
 def test_new_block_ids_only_for_plain_full_attention():
@@ -221,9 +228,9 @@ def test_sliding_window_eagle_needs_one_more_block_and_aligned_runs():
 
 
 def test_sliding_window_rejects_dcp_and_other_specs():
-    with pytest.raises(ValueError, match="DCP"):
+    with pytest.raises(AssertionError, match="DCP not support sliding window"):
         SlidingWindowManager.find_longest_cache_hit([], 4, [0], _pool(), sw_spec(2, 4), False, 2, 2)
-    with pytest.raises(TypeError, match="SlidingWindowSpec"):
+    with pytest.raises(AssertionError, match="only be used for sliding window groups"):
         SlidingWindowManager.find_longest_cache_hit([], 4, [0], _pool(), full_spec(2), False, 2)
 
 
@@ -234,6 +241,7 @@ def test_sliding_window_remove_skipped_blocks_frees_later_blocks_first():
     )
     rec = ListRecorder()
     mgr.recorder = rec
+    pool.set_recorder(rec)
     original = _ids(mgr.allocate_new_blocks("r", 22, 22))
     assert original == list(range(1, 12))
     table = mgr.req_to_blocks["r"]
@@ -336,6 +344,7 @@ def test_new_computed_blocks_skip_the_window_and_pad_with_nulls():
     )
     rec = ListRecorder()
     mgr.recorder = rec
+    pool.set_recorder(rec)
     hits = [pool.null_block, pool.null_block, pool.blocks[5], pool.blocks[6]]
     # 8 hit tokens + 4 external tokens: 9 skipped tokens -> 4 skipped blocks, 3 external left.
     mgr.allocate_new_computed_blocks("r", hits, 8, 4)
@@ -345,7 +354,7 @@ def test_new_computed_blocks_skip_the_window_and_pad_with_nulls():
         ("req_blocks_add", "r", 0, (0, 0, 0, 0)),
         ("req_blocks_add", "r", 0, (1, 2)),
     ]
-    with pytest.raises(ValueError, match="running"):
+    with pytest.raises(AssertionError):  # a running request gets no hits (vLLM asserts)
         mgr.allocate_new_computed_blocks("r", [pool.blocks[9]], 2, 0)
     mgr.allocate_new_computed_blocks("r", [], 2, 0)  # a running request: no-op
 
@@ -380,9 +389,9 @@ def test_chunked_local_hit_marks_earlier_chunks_as_computed(pattern, tail, expec
 
 def test_chunked_local_rejects_eagle_and_mixed_alignment():
     pool, spec = _pool(), chunked_spec(2, 4)
-    with pytest.raises(ValueError, match="EAGLE"):
+    with pytest.raises(AssertionError, match="eagle"):
         _hit(ChunkedLocalAttentionManager, spec, pool, [T], 2, use_eagle=True)
-    with pytest.raises(ValueError, match="alignment_tokens"):
+    with pytest.raises(AssertionError, match="different block sizes"):
         _hit(ChunkedLocalAttentionManager, spec, pool, [T], 2, alignment_tokens=4)
 
 
@@ -452,6 +461,7 @@ def test_mamba_align_mode_moves_state_blocks_and_frees_old_ones():
     )
     rec = ListRecorder()
     mgr.recorder = rec
+    pool.set_recorder(rec)
     steps = []
     computed = 0
     for n in (10, 14, 22, 23, 24, 31):
@@ -479,15 +489,14 @@ def test_mamba_align_mode_moves_state_blocks_and_frees_old_ones():
     ]
     # The move of block 3 (index 4 -> tail) is an add of the block, then a null at index 4.
     moves = [c for c in rec.calls if c[0] in ("req_blocks_add", "req_blocks_null")]
-    assert moves[:6] == [
-        ("req_blocks_add", "r", 0, ()),
-        ("req_blocks_add", "r", 0, (0, 0)),
+    assert moves[:5] == [
+        ("req_blocks_add", "r", 0, (0, 0)),  # the entry's creation merged with its padding
         ("req_blocks_add", "r", 0, (1, 2)),
         ("req_blocks_add", "r", 0, (3,)),
         ("req_blocks_null", "r", 0, (2,)),
         ("req_blocks_add", "r", 0, (3,)),
     ]
-    assert moves[6:9] == [
+    assert moves[5:8] == [
         ("req_blocks_null", "r", 0, (4,)),
         ("req_blocks_add", "r", 0, (4,)),
         ("req_blocks_null", "r", 0, (3,)),
@@ -517,11 +526,11 @@ def test_cross_attention_never_caches():
     assert _ids(mgr.allocate_new_blocks("r", 10, 10)) == [1, 2, 3]
     mgr.allocate_new_computed_blocks("r", [], 0, 0)
     assert "r" not in mgr.num_cached_block and mgr.get_num_common_prefix_blocks("r") == 0
-    with pytest.raises(ValueError, match="cross"):
+    with pytest.raises(ValueError, match="prefix caching is disabled"):
         mgr.cache_blocks(make_request("r", [1, 2, 3, 4], 4), 4)
     with pytest.raises(NotImplementedError):
         CrossAttentionManager.find_longest_cache_hit([], 4, [1], pool, spec, False, 4)
-    with pytest.raises(ValueError):
+    with pytest.raises(AssertionError):
         mgr.allocate_new_computed_blocks("x", [pool.blocks[5]], 4, 0)
 
 
@@ -537,7 +546,7 @@ def test_sink_manager_reserves_sink_blocks_at_start():
     bad = SinkFullAttentionSpec(
         block_size=4, num_kv_heads=1, head_size=1, dtype="float32", sink_len=6
     )
-    with pytest.raises(ValueError, match="sink_len"):
+    with pytest.raises(AssertionError):  # sink_len must be a multiple of the block size
         SinkFullAttentionManager(bad, _pool(20, 4), True, 0)
 
 

@@ -3,7 +3,7 @@
 vLLM 0.22.1 keeps ``cdiv(sliding_window - 1, block_size)`` blocks (the current token is in the
 window). Writing ``sliding_window`` instead changes nothing when the window is a block multiple, so
 tests built on such windows cannot see it. For each place the expression occurs in the code of
-``kvlab/core/managers/sliding_window.py`` (found with ``tokenize``, docstrings left alone), this test
+``kvlab/core/single_type_kv_cache_manager.py`` (found with ``tokenize``, docstrings left alone), this test
 copies the ``kvlab`` package to a temporary directory, applies the one mutation there, and runs
 ``tests/core/test_boundaries.py`` and ``tests/oracle/test_oracle_fixtures.py`` on the mutant in a
 subprocess: both files must report failures.
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-TARGET = Path("kvlab/core/managers/sliding_window.py")
+TARGET = Path("kvlab/core/single_type_kv_cache_manager.py")
 CHECKS = ["tests/core/test_boundaries.py", "tests/oracle/test_oracle_fixtures.py"]
 
 
@@ -69,7 +69,7 @@ def _failing_files(tmp_path: Path, site: tuple[int, int, int]) -> set[str]:
     env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
     env.pop("CI", None)  # the child's own skips are not this test's business
     where = subprocess.run(
-        [sys.executable, "-c", "import kvlab.core.managers.sliding_window as m; print(m.__file__)"],
+        [sys.executable, "-c", "import kvlab.core.single_type_kv_cache_manager as m; print(m.__file__)"],
         cwd=copy, env=env, capture_output=True, text=True, check=True,
     ).stdout.strip()
     assert Path(where).resolve() == (copy / TARGET).resolve(), where

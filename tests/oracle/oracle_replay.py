@@ -14,7 +14,7 @@ from typing import Any
 
 import cbor2
 
-from kvlab.core import block_hash as _block_hash
+from kvlab.core import kv_cache_utils as _block_hash
 from kvlab.core import kv_cache_utils as kcu
 from kvlab.core.kv_cache_interface import (
     ChunkedLocalAttentionSpec,

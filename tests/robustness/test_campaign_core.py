@@ -18,9 +18,9 @@ from _robust_helpers import busy_manager, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.core import block_hash as block_hash_module
+from kvlab.core import kv_cache_utils as block_hash_module
 from kvlab.core.block_pool import BlockPool
-from kvlab.core.kv_cache_block import KVCacheBlock
+from kvlab.core.kv_cache_utils import KVCacheBlock
 from kvlab.core.request import Request, SamplingParams
 from kvlab.trace import Recorder
 from kvlab.core.kv_cache_utils import (
@@ -48,7 +48,7 @@ class Ctx:
 
 def _snap(ctx: Ctx) -> dict[str, Any]:
     snap = snapshot(ctx.manager, ctx.rec)
-    snap["none_hash"] = block_hash_module._get_none_hash()
+    snap["none_hash"] = getattr(block_hash_module, "NONE_HASH", None)
     return snap
 
 
@@ -311,7 +311,8 @@ def test_after_a_refused_double_free_the_pool_keeps_working() -> None:
 @settings(max_examples=80, deadline=None)
 @given(data=st.data())
 def test_free_blocks_refuses_exactly_the_over_frees(data: st.DataObject) -> None:
-    """Any list of blocks: success iff no block is listed more often than it is held."""
+    """Any list of blocks: success iff no block is listed more often than it is held, and no
+    block that reaches ref_cnt 0 is listed twice (vLLM would link it into the queue twice)."""
     pool = BlockPool(8, enable_caching=True, hash_block_size=4)
     rec = Recorder().attach(pool)
     held = pool.get_new_blocks(data.draw(st.integers(0, 7)))
@@ -321,8 +322,9 @@ def test_free_blocks_refuses_exactly_the_over_frees(data: st.DataObject) -> None
     before = snapshot(pool, rec)
     counts = {b.block_id: sum(x is b for x in to_free) for b in to_free}
     over = any(not b.is_null and counts[b.block_id] > b.ref_cnt for b in to_free)
-    if over:
-        with pytest.raises(ValueError, match="allowed: blocks with ref_cnt >= 1"):
+    twice = any(not b.is_null and 1 < counts[b.block_id] == b.ref_cnt for b in to_free)
+    if over or twice:
+        with pytest.raises(ValueError, match="allowed: "):
             pool.free_blocks(to_free)
         assert snapshot(pool, rec) == before
     else:

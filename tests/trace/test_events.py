@@ -19,10 +19,13 @@ from kvlab.trace.events import (
     unpack_fixed_point,
 )
 
+# Hooks that record no event of their own: allocate_slots' count (it goes into the call's
+# result) and a call its guard refused (it removes the call's CALL_BEGIN).
+NON_EVENT_HOOKS = {"num_blocks_to_allocate", "abort_call"}
 PROTOCOL_HOOKS = {
     name
     for name, _ in inspect.getmembers(KVRecorder, inspect.isfunction)
-    if not name.startswith("_")
+    if not name.startswith("_") and name not in NON_EVENT_HOOKS
 }
 
 

@@ -25,12 +25,13 @@ def test_decode_call_known_unknown_and_verbatim() -> None:
 
 def test_event_views_decode_every_kind() -> None:
     rec = Recorder(initial_state=KVState.fresh(6, num_groups=2))
-    rec.fixed_point(1, [1], 16, 8, True)
+    rec.fixed_point(0, [0], 16, 16, False)  # attention group 0's turn: iteration 0
+    rec.fixed_point(0, [1], 16, 8, True)  # group 0's turn again: iteration 1 starts at 16
     rec.lookup(b"\x0f" * 32, 1, -1)
     rec.req_blocks_null("r", 1, [2, 1])
     rec.reset()
     t = rec.trace()
-    fixed, look, nulled, reset = t[0], t[1], t[2], t[3]
+    fixed, look, nulled, reset = t[1], t[2], t[3], t[4]
     assert fixed.fields == {
         "iteration": 1,
         "hit_length_in": 16,
@@ -43,7 +44,7 @@ def test_event_views_decode_every_kind() -> None:
     assert look.fields == {"hash": "0f0f0f0f", "hash_index": 0, "block_id": -1, "hit": False}
     assert nulled.fields == {"indices": [2, 1]} and nulled.request == "r"
     assert reset.fields == {} and reset.group is None
-    assert str(look).startswith("#1 step 0 LOOKED_UP group=1 hash=0f0f0f0f")
+    assert str(look).startswith("#2 step 0 LOOKED_UP group=1 hash=0f0f0f0f")
 
 
 def test_long_lists_are_shortened_in_text() -> None:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from kvlab.core.block_hash import get_request_block_hasher
+from kvlab.core.kv_cache_utils import get_request_block_hasher
 from kvlab.core.hashing import sha256
 from kvlab.core.request import Request, SamplingParams
 from kvlab.traffic import (

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kvlab.core.kv_cache_blocks import KVCacheBlocks
+from kvlab.core.kv_cache_manager import KVCacheBlocks
 from kvlab.core.kv_cache_interface import KVCacheConfig
 from kvlab.core.kv_cache_manager import KVCacheManager
 from kvlab.core.request import Request, RequestStatus

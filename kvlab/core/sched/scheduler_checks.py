@@ -101,12 +101,12 @@ def check_new_request(scheduler: Scheduler, request: Request) -> None:
         )
     manager = scheduler.kv_cache_manager
     if manager.enable_caching:
-        expected = request.num_tokens // manager.hash_block_size
+        expected = request.num_tokens // manager.block_pool.hash_block_size
         if len(request.block_hashes) != expected:
             raise ValueError(
                 f"request {rid!r} has {len(request.block_hashes)} block hashes, needs {expected}: "
                 "build it with block_hasher="
-                f"get_request_block_hasher({manager.hash_block_size}, hash_fn)"
+                f"get_request_block_hasher({manager.block_pool.hash_block_size}, hash_fn)"
             )
 
 

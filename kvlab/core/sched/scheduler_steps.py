@@ -15,7 +15,7 @@ from kvlab.core.sched.output import CachedRequestData, SchedulerOutput
 from kvlab.core.sched.step_log import ScheduledRequest, StepRecord
 
 if TYPE_CHECKING:
-    from kvlab.core.kv_cache_blocks import KVCacheBlocks
+    from kvlab.core.kv_cache_manager import KVCacheBlocks
     from kvlab.core.request import Request
     from kvlab.core.sched.scheduler import Scheduler
 
