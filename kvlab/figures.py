@@ -104,7 +104,11 @@ def shared_prefix_trace() -> tuple[Trace, dict[str, int]]:
         marks = {"before_touch": len(rec) - 1}
         _admit(mgr, rec, r3, 2)
         trace = rec.trace()
-        marks["after_touch"] = trace.find(EventKind.TOUCH)
+        # vLLM's touch loop: REMOVE then TOUCH per hit; the mark is after the last of them.
+        after = trace.find(EventKind.TOUCH)
+        while after + 1 < len(trace) and trace[after + 1].kind in (EventKind.REMOVE, EventKind.TOUCH):
+            after += 1
+        marks["after_touch"] = after
         mgr.free(r3)
         marks["after_free"] = len(rec) - 1
     return rec.trace(), marks
