@@ -34,11 +34,14 @@ Definitions (the normaliser is ``side_by_side_ast.py``, the name resolution
   or ``rec`` / ending in ``_rec``: ``rec = self.recorder``, ``self.recorder = None``); and
   ``if X is not None:`` / ``if X:`` / ``if X is not None and ...:`` /
   ``if (rec := self.recorder) is not None:`` with X a recorder name, no ``else``, and a body of
-  call statements on a recorder only (``rec.touch(...)``, ``self.recorder.pool.x(...)``; their
-  arguments are evaluated only when recording). The guard line: the body's first statement (after
-  the docstring) when it is a bare call to a name starting ``guard``/``_guard`` (any receiver:
-  ``guard_allocate_slots(...)``, ``self._guard_free(...)``), or to a name bound by an import from a
-  module whose dotted name has a part containing ``guards``. ``check_*`` names are not guards:
+  call statements that call a recorder's method or pass a recorder on (``rec.touch(...)``,
+  ``self.recorder.pool.x(...)``, ``self.set_recorder(recorder)``; they run only when recording).
+  The guard line: the body's first statement (after the docstring) when it calls a name starting
+  ``guard``/``_guard`` or a method of such a name (``guard_allocate_slots(...)``,
+  ``self._guard_free(...)``, ``self.guard.schedule()``), or a name bound by an import from a
+  module whose dotted name has a part containing ``guards``, as a
+  bare call or assigned to the function's own parameters only (``blocks = guard_touch(self,
+  blocks)``: the guard hands back the arguments it checked). ``check_*`` names are not guards:
   vLLM's own bodies call ``check_*`` functions.
 * Statement sequence: every statement in source order, recursing into nested blocks, docstrings,
   ``pass``, ``...`` and hook lines left out. Loose form: the statement's kind; ``Assign`` and

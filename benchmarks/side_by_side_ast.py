@@ -22,7 +22,7 @@ import tokenize
 from dataclasses import dataclass, field
 
 RECORDER_NAME = re.compile(r"(^|_)rec$|recorder$")
-GUARD_NAME = re.compile(r"^_*guard")
+GUARD_NAME = re.compile(r"^_*guards?(_|$)")  # guard, _guard, guards, guard_x; not guarded
 # Fields of a compound statement that hold nested statements (walked as blocks, not expressions).
 _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
@@ -110,10 +110,14 @@ def _recorder_test(test: ast.expr) -> bool:
 
 
 def _is_recorder_call(stmt: ast.stmt) -> bool:
-    """A call statement on a recorder's method (``rec.touch(...)``, ``self.recorder.x.y(...)``)."""
+    """A call statement on a recorder's method (``rec.touch(...)``, ``self.recorder.x.y(...)``)
+    or one that passes a recorder on (``self.set_recorder(recorder)``)."""
     if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
         return False
-    receiver = stmt.value.func
+    call = stmt.value
+    if any(_is_recorder_ref(a) for a in [*call.args, *(k.value for k in call.keywords)]):
+        return True
+    receiver = call.func
     if not isinstance(receiver, ast.Attribute):
         return False
     receiver = receiver.value
@@ -153,18 +157,33 @@ def guard_prefixes(tree: ast.Module) -> set[str]:
     return found
 
 
-def is_guard_call(stmt: ast.stmt, prefixes: set[str] = frozenset()) -> bool:
-    """A bare call to ``guard_*``/``_guard*`` (any receiver) or a name from a ``*guards*`` module.
+def _names(target: ast.AST) -> list[str] | None:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        parts = [_names(e) for e in target.elts]
+        return None if None in parts else [n for p in parts for n in p]
+    return None
 
-    ``prefixes``: what ``guard_prefixes`` found in the function's module.
+
+def is_guard_call(stmt: ast.stmt, prefixes: set[str] = frozenset(),
+                  params: frozenset[str] = frozenset()) -> bool:
+    """The guard line: a call to ``guard_*``/``_guard*``, to a method of one (``self.guard.x``) or
+    to a name from a ``*guards*`` module, as a bare call or assigned to parameters only
+    (``blocks = guard(blocks)`` rebinds the arguments it checked, e.g. an iterable made a list).
+
+    ``prefixes``: what ``guard_prefixes`` found in the function's module; ``params``: the
+    function's parameter names.
     """
-    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+        names = [_names(t) for t in stmt.targets]
+        if None in names or not all(set(n) <= params for n in names):
+            return False
+    elif not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
         return False
-    func = stmt.value.func
-    name = _terminal(func)
-    if name is not None and GUARD_NAME.match(name):
-        return True
-    text = dotted(func)
+    text = dotted(stmt.value.func)
+    if any(GUARD_NAME.match(part) for part in text.split(".")):
+        return True  # guard_x(...), self._guard_x(...), self.guard.x(...)
     return any(text == p or text.startswith(p + ".") for p in prefixes)
 
 
@@ -316,7 +335,10 @@ def function_steps(func: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[str
         walk.docstrings.append((body[0].lineno, body[0].end_lineno))
         body = body[1:]
     guard = ""
-    if hooks and body and is_guard_call(body[0], guards):
+    args = func.args
+    params = frozenset(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                       args.vararg, args.kwarg) if a is not None)
+    if hooks and body and is_guard_call(body[0], guards, params):
         walk.stripped.append((body[0].lineno, body[0].end_lineno))
         guard = dotted(body[0].value.func)
         body = body[1:]

@@ -96,6 +96,7 @@ def test_statements_that_only_look_like_recorder_lines_stay(body):
 @pytest.mark.parametrize("guard", [
     "guard_touch(self, blocks)",
     "self._guard_touch(blocks)",
+    "self.guard.touch(blocks)",
     "guards.check_touch(self, blocks)",
     "check_touch(self, blocks)",
 ])
@@ -117,6 +118,42 @@ def test_the_guard_on_the_first_line_is_stripped(guard):
     assert _norm(kvlab, hooks=True)[2].guard == guard.split("(")[0]
 
 
+def test_a_guard_may_hand_back_the_parameters_it_checked_but_nothing_else():
+    vllm = '''
+    def free_blocks(self, ordered_blocks):
+        blocks_list = list(ordered_blocks)
+        for block in blocks_list:
+            block.ref_cnt -= 1
+    '''
+    kvlab = '''
+    def free_blocks(self, ordered_blocks):
+        ordered_blocks = guard_free_blocks(self, ordered_blocks)
+        blocks_list = list(ordered_blocks)
+        for block in blocks_list:
+            block.ref_cnt -= 1
+    '''
+    loose, strict, _, klines = side_by_side_pair(vllm, kvlab)
+    assert (loose.equal, strict.equal, klines) == (True, True, 3)
+    local = kvlab.replace("ordered_blocks = guard_free_blocks", "checked = guard_free_blocks")
+    loose = side_by_side_pair(vllm, local)[0]
+    assert loose.first_diff == ("kvlab adds kvlab L3 "
+                                "`checked = guard_free_blocks(self, ordered_blocks)`")
+
+
+def test_a_recorder_block_may_pass_the_recorder_on():
+    vllm = "def __init__(self, n):\n    self.n = n\n"
+    kvlab = '''
+    def __init__(self, n, recorder=None):
+        self.n = n
+        if recorder is not None:
+            self.set_recorder(recorder)
+    '''
+    assert side_by_side_pair(vllm, kvlab)[1].equal
+    other = kvlab.replace("self.set_recorder(recorder)", "self.set_size(n)")
+    assert side_by_side_pair(vllm, other)[0].first_diff == (
+        "kvlab adds kvlab L4 `if recorder is not None:`")
+
+
 def test_a_check_call_or_a_guard_after_the_first_line_is_not_a_guard():
     kvlab = '''
     def touch(self, blocks):
@@ -133,6 +170,8 @@ def test_a_check_call_or_a_guard_after_the_first_line_is_not_a_guard():
     kvlab = kvlab.replace("        check_blocks(blocks)\n", "")
     loose = side_by_side_pair(VLLM_TOUCH, kvlab)[0]
     assert loose.first_diff == "kvlab adds kvlab L4 `guard_block(block)`"
+    guarded = "def touch(self, blocks):\n    self.guarded_blocks.extend(blocks)\n"
+    assert _norm(guarded, hooks=True)[2].steps[0].loose == "Call extend"
 
 
 def test_reordering_is_detected_at_the_first_moved_statement():
