@@ -28,10 +28,10 @@ Examples:
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kvlab.core.logger import init_logger
 from kvlab.core.guards import (
     guard_block_pool,
     guard_cache_full_blocks,
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from kvlab.core.recorder import KVRecorder
     from kvlab.core.request import Request
 
-logger = logging.getLogger(__name__)
+logger = init_logger(__name__)
 
 __all__ = ["BlockHashToBlockMap", "BlockPool"]
 

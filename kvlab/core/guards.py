@@ -59,6 +59,7 @@ __all__ = [
 ]
 
 MAX_GROUP_ID = 2**32  # make_block_hash_with_group_id packs the group id into 4 bytes
+_ZERO = 0  # CPython shares small ints: ``x is _ZERO`` is a one-compare test for a plain 0
 
 
 def is_int(value: Any) -> bool:
@@ -107,11 +108,16 @@ def guard_get_cached_block(block_hash: Any, kv_cache_group_ids: Any) -> list[int
     materialised.
     """
     if block_hash.__class__ is bytes and kv_cache_group_ids.__class__ is list:
-        for group_id in kv_cache_group_ids:
-            if group_id.__class__ is not int or not 0 <= group_id < MAX_GROUP_ID:
-                break
+        if len(kv_cache_group_ids) == 1:  # the common lookup: one group
+            group_id = kv_cache_group_ids[0]
+            if group_id.__class__ is int and 0 <= group_id < MAX_GROUP_ID:
+                return kv_cache_group_ids
         else:
-            return kv_cache_group_ids
+            for group_id in kv_cache_group_ids:
+                if group_id.__class__ is not int or not 0 <= group_id < MAX_GROUP_ID:
+                    break
+            else:
+                return kv_cache_group_ids
     if not isinstance(block_hash, bytes):
         raise TypeError(
             "get_cached_block: block_hash must be bytes (a BlockHash, e.g. from "
@@ -234,7 +240,7 @@ def guard_free_blocks(pool: BlockPool, ordered_blocks: Any) -> Sequence[KVCacheB
     A KVCacheBlock the caller built (not this pool's block of its id) gets vLLM's treatment,
     whatever its ref_cnt.
     """
-    if called_from_core():
+    if ordered_blocks.__class__ is list and not ordered_blocks or called_from_core():
         return ordered_blocks
     seq = _materialise_blocks("free_blocks", "ordered_blocks", ordered_blocks)
     counts: dict[int, int] = {}
@@ -468,21 +474,20 @@ def guard_allocate_slots(
     if (
         request.__class__ is Request
         and num_new_tokens.__class__ is int
-        and num_new_computed_tokens.__class__ is int
-        and num_lookahead_tokens.__class__ is int
-        and num_external_computed_tokens.__class__ is int
-        and num_encoder_tokens.__class__ is int
         and num_new_tokens > 0
-        and num_new_computed_tokens == 0
-        and num_external_computed_tokens == 0
-        and num_encoder_tokens == 0
+        # `is` against the shared small int: numpy zeros etc. take the full checks below.
+        and num_new_computed_tokens is _ZERO
+        and num_external_computed_tokens is _ZERO
+        and num_encoder_tokens is _ZERO
+        and num_lookahead_tokens.__class__ is int
         and num_lookahead_tokens >= 0
         and (new_computed_blocks is None or new_computed_blocks is mgr.empty_kv_cache_blocks)
         and (
             not mgr.enable_caching
             or delay_cache_blocks
-            or min(request.num_computed_tokens + num_new_tokens, request.num_tokens)
-            // mgr.block_pool.hash_block_size
+            # Enough hashes for every block the call may cache (it caches up to
+            # min(this, request.num_tokens) tokens).
+            or (request.num_computed_tokens + num_new_tokens) // mgr.block_pool.hash_block_size
             <= len(request.block_hashes)
         )
     ):

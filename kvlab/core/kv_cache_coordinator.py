@@ -267,6 +267,8 @@ class KVCacheCoordinator:
 
         Mirrors: vllm/v1/core/kv_cache_coordinator.py::KVCacheCoordinator.find_longest_cache_hit
         """
+        # NOTE: vLLM's abstract method (of an ABC) has ``pass``; kvlab's base class is a plain
+        # class (see SingleTypeKVCacheManager), so calling it on the base raises instead.
         raise NotImplementedError
 
     def new_step_starts(self) -> None:

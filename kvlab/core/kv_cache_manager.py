@@ -31,11 +31,11 @@ half-way through an allocation).
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, overload
 
+from kvlab.core.logger import init_logger
 from kvlab.core.guards import (
     guard_allocate_slots,
     guard_cache_blocks,
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from kvlab.core.kv_cache_metrics import KVCacheMetricsCollector
     from kvlab.core.recorder import KVRecorder
 
-logger = logging.getLogger(__name__)
+logger = init_logger(__name__)
 
 __all__ = ["KVCacheBlocks", "KVCacheManager"]
 

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import logging
 import math
 import os
 import sys
@@ -59,6 +58,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, NewType, TypeAlias, cast, overload
 
+from kvlab.core.logger import init_logger
 from kvlab.core.config import VllmConfig
 from kvlab.core.dtypes import cdiv, get_dtype_size, round_up
 from kvlab.core.hashing import (  # noqa: F401 - re-exported under vLLM's module
@@ -196,7 +196,7 @@ def maybe_convert_block_hash(hash_bytes: BlockHash) -> ExternalBlockHash:
     return int.from_bytes(hash_bytes, byteorder="big") & ((1 << 64) - 1)
 
 
-logger = logging.getLogger(__name__)
+logger = init_logger(__name__)
 
 # NOTE: NONE_HASH, the parent of every first block, exists only once init_none_hash() ran (as in
 # vLLM, where it is only annotated here); module __getattr__ below names the missing call.
@@ -1634,8 +1634,7 @@ def generate_scheduler_kv_cache_config(
 def _report_kv_cache_config(vllm_config: VllmConfig, kv_cache_config: KVCacheConfig) -> None:
     """Log the pool's size in tokens and its concurrency at max_model_len.
 
-    Mirrors: vllm/v1/core/kv_cache_utils.py::_report_kv_cache_config (vLLM logs once per
-    process; kvlab logs each time, at INFO).
+    Mirrors: vllm/v1/core/kv_cache_utils.py::_report_kv_cache_config
     """
     max_model_len = vllm_config.model_config.max_model_len
     max_concurrency = get_max_concurrency_for_kv_cache_config(vllm_config, kv_cache_config)
@@ -1643,8 +1642,8 @@ def _report_kv_cache_config(vllm_config: VllmConfig, kv_cache_config: KVCacheCon
     # Tokens the pool holds at peak: concurrency x max_model_len (right for windowed groups too).
     num_tokens = int(max_concurrency * max_model_len)
 
-    logger.info("GPU KV cache size: %s tokens", f"{num_tokens:,}")
-    logger.info(
+    logger.info_once("GPU KV cache size: %s tokens", f"{num_tokens:,}")
+    logger.info_once(
         "Maximum concurrency for %s tokens per request: %.2fx",
         f"{max_model_len:,}",
         max_concurrency,
@@ -1744,7 +1743,7 @@ def _auto_fit_max_model_len(
     original_max = vllm_config.model_config.max_model_len
 
     if all(not groups for groups in projected_groups_per_worker):
-        logger.info(
+        logger.info_once(
             "Auto-fit max_model_len: attention-free model, using derived max_model_len=%d",
             original_max,
         )
@@ -1767,13 +1766,13 @@ def _auto_fit_max_model_len(
         )
 
     if auto_fit_max >= original_max:
-        logger.info(
+        logger.info_once(
             "Auto-fit max_model_len: full model context length %d fits in available memory",
             original_max,
         )
     else:
         vllm_config.model_config.max_model_len = auto_fit_max
-        logger.info(
+        logger.info_once(
             "Auto-fit max_model_len: reduced from %d to %d to fit in available memory "
             "(%s GiB available for KV cache)",
             original_max,
@@ -2011,6 +2010,9 @@ BlockHashList = list[BlockHash] | BlockHashListWithBlockSize
 _CORE_PREFIX = "kvlab.core."
 
 
+_CORE_GLOBALS: set[int] = set()  # ids of kvlab.core modules' globals, learnt on first use
+
+
 def called_from_core(depth: int = 2) -> bool:
     """Whether the guarded method was called from a kvlab.core module.
 
@@ -2019,7 +2021,13 @@ def called_from_core(depth: int = 2) -> bool:
     test) gets the full checks. ``depth`` counts frames from the guard: 2 = the caller of the
     method the guard sits in.
     """
-    return sys._getframe(depth + 1).f_globals.get("__name__", "").startswith(_CORE_PREFIX)
+    caller_globals = sys._getframe(depth + 1).f_globals
+    if id(caller_globals) in _CORE_GLOBALS:
+        return True
+    if caller_globals.get("__name__", "").startswith(_CORE_PREFIX):
+        _CORE_GLOBALS.add(id(caller_globals))
+        return True
+    return False
 
 
 def _is_int(value: Any) -> bool:
@@ -2098,7 +2106,7 @@ def guard_append(queue: FreeKVCacheBlockQueue, block: Any) -> None:
 
 def guard_append_n(queue: FreeKVCacheBlockQueue, blocks: Any) -> None:
     """append_n: a list of KVCacheBlocks in no queue, each listed once (core's callers trusted)."""
-    if called_from_core():
+    if blocks.__class__ is list and not blocks or called_from_core():
         return
     if not isinstance(blocks, list):
         raise TypeError(f"append_n: blocks must be a list of KVCacheBlock, got {type(blocks).__name__}")

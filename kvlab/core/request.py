@@ -152,6 +152,9 @@ def _num_prompt_tokens(prompt_token_ids: list[int] | None, prompt_embeds: Any) -
     return len(prompt_token_ids)
 
 
+_ONLY_INT = frozenset({int})
+
+
 def guard_request_init(
     request_id: Any, prompt_token_ids: Any, sampling_params: Any, pooling_params: Any
 ) -> list[int] | None:
@@ -184,7 +187,7 @@ def guard_request_init(
                 f"got {type(prompt_token_ids).__name__} {prompt_token_ids!r:.60}"
                 + (" (a numpy array: pass .tolist())" if hasattr(prompt_token_ids, "tolist") else "")
             )
-        if not all(type(t) is int for t in prompt_token_ids):
+        if not _ONLY_INT.issuperset(map(type, prompt_token_ids)):
             i, t = next((i, t) for i, t in enumerate(prompt_token_ids) if type(t) is not int)
             raise TypeError(
                 f"prompt_token_ids[{i}] is {type(t).__name__} {t!r:.60}; allowed: token ids as "
