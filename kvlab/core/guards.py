@@ -26,14 +26,13 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterable, Sequence
 from numbers import Integral
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kvlab.core.kv_cache_interface import CrossAttentionSpec
 from kvlab.core.kv_cache_utils import KVCacheBlock, called_from_core
 from kvlab.core.request import Request
 
-if TYPE_CHECKING:
-    from kvlab.core.block_pool import BlockPool
+BlockPool = Any  # NOTE: block_pool imports this module; annotated by name, not imported
 
 __all__ = [
     "MAX_GROUP_ID",
