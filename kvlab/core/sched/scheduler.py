@@ -174,7 +174,7 @@ class Scheduler:
         # metrics, no routed experts, no pause states.
 
         # kvlab: the guard of the public entry points, the recorder and the step log.
-        self.guard = SchedulerGuard(self.requests, self.max_model_len, self.kv_cache_manager)
+        self.guard = SchedulerGuard(self)
         self.recorder = recorder
         if recorder is not None:
             self.kv_cache_manager.set_recorder(recorder)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvlab.core.kv_cache_interface import KVCacheConfig
 from kvlab.core.kv_cache_manager import KVCacheManager
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FINISH_REASONS",
+    "GuardedScheduler",
     "SchedulerGuard",
     "check_stop",
     "get_finished_reason",
@@ -146,6 +147,14 @@ def _valid_token_ids(token_ids: Iterable[Any]) -> bool:
     return all(not isinstance(t, bool) and isinstance(t, int) and t >= 0 for t in token_ids)
 
 
+class GuardedScheduler(Protocol):
+    """What SchedulerGuard reads of the scheduler it guards (public attributes only)."""
+
+    requests: Mapping[str, Request]
+    max_model_len: int
+    kv_cache_manager: KVCacheManager
+
+
 class SchedulerGuard:
     """The checks of one Scheduler's public entry points, and its step protocol.
 
@@ -155,21 +164,16 @@ class SchedulerGuard:
     an accepted ``update_from_output`` closes it.
 
     Args:
-        requests: The scheduler's ``requests`` dict (read, never written).
-        max_model_len: Longest sequence (tokens).
-        kv_cache_manager: The scheduler's KVCacheManager (its ``enable_caching`` and
-            ``hash_block_size`` are read).
+        scheduler: The scheduler guarded; its ``requests``, ``max_model_len`` and
+            ``kv_cache_manager`` (``enable_caching``, ``hash_block_size``) are read at each
+            check, never written.
 
     Attributes:
         pending_step: The step scheduled and not updated yet, or None.
     """
 
-    def __init__(
-        self, requests: Mapping[str, Request], max_model_len: int, kv_cache_manager: KVCacheManager
-    ) -> None:
-        self.requests = requests
-        self.max_model_len = max_model_len
-        self.kv_cache_manager = kv_cache_manager
+    def __init__(self, scheduler: GuardedScheduler) -> None:
+        self.scheduler = scheduler
         self.pending_step: int | None = None
 
     def add_request(self, request: Request) -> None:
@@ -187,8 +191,9 @@ class SchedulerGuard:
             raise TypeError(
                 f"add_request needs a kvlab.core.request.Request, got {type(request).__name__}"
             )
+        scheduler = self.scheduler
         rid = request.request_id
-        if rid in self.requests:
+        if rid in scheduler.requests:
             raise ValueError(f"request id {rid!r} is already in the scheduler")
         if (
             request.status != RequestStatus.WAITING
@@ -207,12 +212,13 @@ class SchedulerGuard:
         # NOTE: vLLM's input processor refuses a generation prompt of max_model_len tokens (no
         # room for an output token); let in, it would stall once chunked (running requests
         # compute at most max_model_len - 1 tokens).
-        if not 0 < request.num_prompt_tokens < self.max_model_len:
+        max_model_len = scheduler.max_model_len
+        if not 0 < request.num_prompt_tokens < max_model_len:
             raise ValueError(
                 f"request {rid!r} has {request.num_prompt_tokens} prompt tokens; allowed "
-                f"1..max_model_len - 1 = {self.max_model_len - 1} (one output token must fit)"
+                f"1..max_model_len - 1 = {max_model_len - 1} (one output token must fit)"
             )
-        manager = self.kv_cache_manager
+        manager = scheduler.kv_cache_manager
         if manager.enable_caching:
             expected = request.num_tokens // manager.hash_block_size
             if len(request.block_hashes) != expected:
@@ -263,10 +269,14 @@ class SchedulerGuard:
                 raise ValueError(
                     f"sampled tokens for {req_id!r}, which was not scheduled in this step"
                 )
-            if not _valid_token_ids(token_ids):
-                raise ValueError(
-                    f"token ids of {req_id!r} must be ints >= 0, got {list(token_ids)!r}"
-                )
+            for token_id in token_ids:
+                if type(token_id) is not int or token_id < 0:
+                    # Not a plain int >= 0: the full check (int subclasses but bool pass).
+                    if not _valid_token_ids(token_ids):
+                        raise ValueError(
+                            f"token ids of {req_id!r} must be ints >= 0, got {list(token_ids)!r}"
+                        )
+                    break
         self.pending_step = None
 
     def finish_requests(self, request_ids: Any, finished_status: RequestStatus) -> None:
