@@ -75,9 +75,10 @@ class Scheduler:
       guard call on the first line; vLLM asserts or trusts its front end).
     - ``update_from_output`` takes the sampled token ids as a dict and returns one
       EngineCoreOutputs (one client); ``finish_requests`` handles ids in the given order.
-    - A recorder (``kvlab.trace``) sees each step start (``mark_step``), and ``step_log``
-      keeps one StepRecord per step for the views; both are filled outside vLLM's
-      statements.
+    - A recorder (``kvlab.trace``) sees each step start (``mark_step``, one recorder line
+      before ``new_step_starts``), and ``step_log`` keeps one StepRecord per step for the
+      views: built after vLLM's body (``_end_step``, one line at the end of ``schedule``),
+      its finished ids added in ``_free_request`` where vLLM fills its per-client sets.
 
     Examples:
         sched = Scheduler(kv_cache_config, SchedulerConfig(max_num_batched_tokens=16))
@@ -235,8 +236,9 @@ class Scheduler:
             # NOTE: no encoder inputs to schedule; no Mamba block-aligned split.
 
             if num_new_tokens == 0:
-                # Nothing to compute for this request (it sits at max_model_len - 1):
-                # `continue`, not `break`, lets later requests run (not strictly FCFS).
+                # Nothing to compute for this request now (no new token was given to it,
+                # or it sits at max_model_len - 1): `continue`, not `break`, lets the later
+                # requests run (not strictly FCFS).
                 req_index += 1
                 continue
 
