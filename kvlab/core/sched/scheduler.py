@@ -132,7 +132,7 @@ class Scheduler:
         self.max_num_scheduled_tokens = config.max_num_scheduled_tokens
         self.max_model_len = config.max_model_len
         self.enable_kv_cache_events = enable_kv_cache_events
-        # NOTE: no KV connector, no EC connector, no event publisher (the KV events are
+        # NOTE: kvlab has no KV connector, no EC connector, no event publisher (the KV events are
         # returned by update_from_output).
 
         # req_id -> Request
@@ -141,7 +141,7 @@ class Scheduler:
         self.policy = SchedulingPolicy(config.policy)
         # The waiting queue (first come, first served).
         self.waiting = create_request_queue(self.policy)
-        # NOTE: no skipped_waiting queue: it holds requests blocked on a grammar, remote KV
+        # NOTE: kvlab has no skipped_waiting queue: it holds requests blocked on a grammar, remote KV
         # or streaming input, or over the LoRA limit, all left out.
         self.running: list[Request] = []
 
@@ -149,7 +149,7 @@ class Scheduler:
         # tells the worker, so it can drop their state; a new set each step.
         self.finished_req_ids: set[str] = set()
 
-        # NOTE: no encoder cache. No speculative decoding: no draft tokens, no lookahead.
+        # NOTE: kvlab has no encoder cache. No speculative decoding: no draft tokens, no lookahead.
         self.num_spec_tokens = self.num_lookahead_tokens = 0
 
         # Create the KV cache manager.
@@ -171,7 +171,7 @@ class Scheduler:
                 hash_block_size=hash_block_size,
             )
         self.scheduler_reserve_full_isl = config.scheduler_reserve_full_isl
-        # NOTE: no Mamba cache modes (block-aligned split, KV-cache zeroing), no perf
+        # NOTE: kvlab has no Mamba cache modes (block-aligned split, KV-cache zeroing), no perf
         # metrics, no routed experts, no pause states.
 
         # kvlab: the guard of the public entry points, the recorder and the step log.
@@ -210,7 +210,7 @@ class Scheduler:
         req_to_new_blocks: dict[str, KVCacheBlocks] = {}
         num_scheduled_tokens: dict[str, int] = {}
         token_budget = self.max_num_scheduled_tokens
-        # NOTE: no pause states, no encoder budget, no draft tokens to schedule, no
+        # NOTE: kvlab has no pause states, no encoder budget, no draft tokens to schedule, no
         # timestamps (request events) to log.
 
         if self.recorder is not None:
@@ -233,7 +233,7 @@ class Scheduler:
             num_new_tokens = min(
                 num_new_tokens, self.max_model_len - 1 - request.num_computed_tokens
             )
-            # NOTE: no encoder inputs to schedule; no Mamba block-aligned split.
+            # NOTE: kvlab has no encoder inputs to schedule; no Mamba block-aligned split.
 
             if num_new_tokens == 0:
                 # Nothing to compute for this request now (no new token was given to it,
@@ -277,10 +277,10 @@ class Scheduler:
             num_scheduled_tokens[request_id] = num_new_tokens
             token_budget -= num_new_tokens
             req_index += 1
-            # NOTE: no draft tokens to schedule (speculative decoding), no encoder cache to
+            # NOTE: kvlab has no draft tokens to schedule (speculative decoding), no encoder cache to
             # allocate.
 
-        # NOTE: no LoRA limit to record.
+        # NOTE: kvlab has no LoRA limit to record.
 
         # Next, schedule the WAITING requests.
         if not preempted_reqs:
@@ -300,7 +300,7 @@ class Scheduler:
                 new_computed_blocks, num_new_local_computed_tokens = (
                     self.kv_cache_manager.get_computed_blocks(request)
                 )
-                # NOTE: no KV connector: no externally-cached tokens.
+                # NOTE: kvlab has no KV connector: no externally-cached tokens.
 
                 # Total computed tokens.
                 num_computed_tokens = num_new_local_computed_tokens
@@ -331,14 +331,14 @@ class Scheduler:
 
                 num_new_tokens = min(num_new_tokens, token_budget)
                 assert num_new_tokens > 0
-                # NOTE: no encoder inputs to schedule; no Mamba block-aligned split.
+                # NOTE: kvlab has no encoder inputs to schedule; no Mamba block-aligned split.
 
                 # Lookahead slots only for a request that already computed tokens (a
                 # P/D-disaggregation edge case in vLLM; always 0 here).
                 effective_lookahead_tokens = (
                     0 if request.num_computed_tokens == 0 else self.num_lookahead_tokens
                 )
-                # NOTE: no cross-attention (encoder) tokens.
+                # NOTE: kvlab has no cross-attention (encoder) tokens.
 
                 new_blocks = self.kv_cache_manager.allocate_slots(
                     request,
@@ -353,10 +353,10 @@ class Scheduler:
                     # The request cannot be scheduled.
                     break
 
-                # NOTE: no KV connector to tell about the allocation.
+                # NOTE: kvlab has no KV connector to tell about the allocation.
 
                 request = self.waiting.pop_request()
-                # NOTE: no async KV load (WAITING_FOR_REMOTE_KVS).
+                # NOTE: kvlab has no async KV load (WAITING_FOR_REMOTE_KVS).
 
                 self.running.append(request)
                 if request.status == RequestStatus.WAITING:
@@ -371,7 +371,7 @@ class Scheduler:
                 token_budget -= num_new_tokens
                 request.status = RequestStatus.RUNNING
                 request.num_computed_tokens = num_computed_tokens
-                # NOTE: no encoder cache to allocate.
+                # NOTE: kvlab has no encoder cache to allocate.
 
         # Check if the scheduling constraints are satisfied.
         total_num_scheduled_tokens = sum(num_scheduled_tokens.values())
@@ -410,7 +410,7 @@ class Scheduler:
         self.prev_step_scheduled_req_ids.clear()
         self.prev_step_scheduled_req_ids.update(num_scheduled_tokens.keys())
 
-        # NOTE: no KV-cache zeroing (Mamba), no draft tokens, no encoder inputs.
+        # NOTE: kvlab has no KV-cache zeroing (Mamba), no draft tokens, no encoder inputs.
         scheduler_output = SchedulerOutput(
             scheduled_new_reqs=new_reqs_data,
             scheduled_cached_reqs=cached_reqs_data,
@@ -423,7 +423,7 @@ class Scheduler:
             finished_req_ids=self.finished_req_ids,
         )
 
-        # NOTE: no KV / EC connector metadata to build.
+        # NOTE: kvlab has no KV / EC connector metadata to build.
 
         self._update_after_schedule(scheduler_output)
         # NOTE: kvlab's step bookkeeping, after vLLM's body: step number, step log.
@@ -440,7 +440,7 @@ class Scheduler:
         """
         assert request.status == RequestStatus.RUNNING, "Only running requests can be preempted"
         self.kv_cache_manager.free(request)
-        # NOTE: no encoder cache to free.
+        # NOTE: kvlab has no encoder cache to free.
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
         if request.spec_token_ids:
@@ -461,10 +461,10 @@ class Scheduler:
         for req_id, num_scheduled_token in num_scheduled_tokens.items():
             request = self.requests[req_id]
             request.num_computed_tokens += num_scheduled_token
-            # NOTE: no output placeholders (async), no structured output.
+            # NOTE: kvlab has no output placeholders (async), no structured output.
             request.is_prefill_chunk = request.num_computed_tokens < request.num_tokens
 
-        # NOTE: no routed experts to snapshot.
+        # NOTE: kvlab has no routed experts to snapshot.
 
         # A new set, not .clear(): the output keeps the old one.
         self.finished_req_ids = set()
@@ -494,7 +494,7 @@ class Scheduler:
         for idx, req in enumerate(itertools.chain(running_reqs, resumed_reqs)):
             req_id = req.request_id
             req_ids.append(req_id)
-            # NOTE: no pipeline parallelism: the worker keeps its sampled tokens itself.
+            # NOTE: kvlab has no pipeline parallelism: the worker keeps its sampled tokens itself.
             scheduled_in_prev_step = req_id in self.prev_step_scheduled_req_ids
             if idx >= num_running_reqs:
                 assert not scheduled_in_prev_step
@@ -503,7 +503,7 @@ class Scheduler:
                 all_token_ids[req_id] = req.all_token_ids.copy()
             new_block_ids.append(req_to_new_blocks[req_id].get_block_ids(allow_none=True))
             num_computed_tokens.append(req.num_computed_tokens)
-            # NOTE: no output placeholders (async scheduling).
+            # NOTE: kvlab has no output placeholders (async scheduling).
             num_output_tokens.append(req.num_output_tokens)
 
         return CachedRequestData(
@@ -568,7 +568,7 @@ class Scheduler:
         """
         self.guard.update_from_output(scheduler_output, sampled_token_ids)
         num_scheduled_tokens = scheduler_output.num_scheduled_tokens
-        # NOTE: no logprobs, pooler outputs, NaN counts, KV connector output, perf stats,
+        # NOTE: kvlab has no logprobs, pooler outputs, NaN counts, KV connector output, perf stats,
         # invalid remote blocks or routed experts.
 
         outputs: list[EngineCoreOutput] = []
@@ -590,7 +590,7 @@ class Scheduler:
             generated_token_ids = (
                 [] if request.is_prefill_chunk else list(sampled_token_ids.get(req_id, ()))
             )
-            # NOTE: no draft tokens to accept or reject; no encoder inputs to free.
+            # NOTE: kvlab has no draft tokens to accept or reject; no encoder inputs to free.
 
             stopped = False
             new_token_ids = generated_token_ids
@@ -598,17 +598,17 @@ class Scheduler:
             # Check for stop and update request status.
             if new_token_ids:
                 new_token_ids, stopped = self._update_request_with_output(request, new_token_ids)
-            # NOTE: no pooling requests, no structured-output grammar, no routed experts.
+            # NOTE: kvlab has no pooling requests, no structured-output grammar, no routed experts.
 
             finish_reason = None
             if stopped:
                 # NOTE: kvlab reports the finish reason's string ("stop", "length", ...).
                 finish_reason = get_finished_reason(request.status)
-                # NOTE: no streaming sessions: a stopped request is finished.
+                # NOTE: kvlab has no streaming sessions: a stopped request is finished.
                 self._free_request(request)
                 stopped_running_reqs.add(request)
 
-            # NOTE: no logprobs, prompt logprobs or NaN counts.
+            # NOTE: kvlab has no logprobs, prompt logprobs or NaN counts.
             if new_token_ids or stopped:
                 # Add EngineCoreOutput for this Request.
                 outputs.append(
@@ -625,11 +625,11 @@ class Scheduler:
         if stopped_running_reqs:
             self.running = remove_all(self.running, stopped_running_reqs)
 
-        # NOTE: no KV connector: no failed KV loads to finish, no finished transfers.
+        # NOTE: kvlab has no KV connector: no failed KV loads to finish, no finished transfers.
 
         # collect KV cache events from KV cache manager
         events = self.kv_cache_manager.take_events()
-        # NOTE: no connector events; kvlab returns the events (vLLM publishes a KVEventBatch).
+        # NOTE: kvlab has no connector events; kvlab returns the events (vLLM publishes a KVEventBatch).
 
         # NOTE: one client, so one EngineCoreOutputs; its finished_requests are the requests
         # that stopped in this update (vLLM's per-client finished sets are left out).
@@ -669,7 +669,7 @@ class Scheduler:
 
         Mirrors: vllm/v1/core/sched/scheduler.py::Scheduler.get_request_counts.
         """
-        # NOTE: no skipped_waiting queue.
+        # NOTE: kvlab has no skipped_waiting queue.
         return len(self.running), len(self.waiting)
 
     def add_request(self, request: Request) -> None:
@@ -690,11 +690,11 @@ class Scheduler:
                 or block hashes missing for prefix caching.
         """
         self.guard.add_request(request)
-        # NOTE: no streaming sessions (resumable requests), no blocked statuses: the request
+        # NOTE: kvlab has no streaming sessions (resumable requests), no blocked statuses: the request
         # goes straight to the waiting queue.
         self.waiting.add_request(request)
         self.requests[request.request_id] = request
-        # NOTE: no KV connector to tell, no QUEUED event to record.
+        # NOTE: kvlab has no KV connector to tell, no QUEUED event to record.
 
     # ------------------------------------------------------------------ finishing
     def finish_requests(
@@ -744,7 +744,7 @@ class Scheduler:
             if request.status == RequestStatus.RUNNING:
                 running_requests_to_remove.add(request)
             else:
-                # NOTE: no streaming sessions waiting for input.
+                # NOTE: kvlab has no streaming sessions waiting for input.
                 waiting_requests_to_remove.append(request)
 
         # Remove all requests from queues at once for better efficiency
@@ -755,7 +755,7 @@ class Scheduler:
 
         # Second pass: set status and free requests
         for request in valid_requests:
-            # NOTE: no remote KV still loading, so no freeing to delay.
+            # NOTE: kvlab has no remote KV still loading, so no freeing to delay.
             request.status = finished_status
             self._free_request(request)
 
@@ -793,7 +793,7 @@ class Scheduler:
 
         Mirrors: vllm/v1/core/sched/scheduler.py::Scheduler.get_num_unfinished_requests.
         """
-        # NOTE: no pause states, no skipped_waiting queue, no streaming sessions.
+        # NOTE: kvlab has no pause states, no skipped_waiting queue, no streaming sessions.
         num_waiting = len(self.waiting)
         return num_waiting + len(self.running)
 
@@ -811,7 +811,7 @@ class Scheduler:
         """
         if self.finished_req_ids:
             return True
-        # NOTE: no KV connector, so no finished request waits for a delayed free.
+        # NOTE: kvlab has no KV connector, so no finished request waits for a delayed free.
         return False
 
     def has_requests(self) -> bool:
@@ -842,7 +842,7 @@ class Scheduler:
             while self.running:
                 request = self.running.pop()
                 self._preempt_request(request)
-                # NOTE: no async scheduling: no in-flight outputs to discard.
+                # NOTE: kvlab has no async scheduling: no in-flight outputs to discard.
 
             # The preempted requests will be resumed, not continued: act as if they were
             # not scheduled in the previous step.
@@ -865,7 +865,7 @@ class Scheduler:
         if not self.log_stats:
             return None
         prefix_cache_stats = self.kv_cache_manager.make_prefix_cache_stats()
-        # NOTE: no assert on prefix_cache_stats: a ready KVCacheManager built without
+        # NOTE: kvlab has no assert on prefix_cache_stats: a ready KVCacheManager built without
         # log_stats gives None. No connector stats, eviction events, spec-decoding, CUDA
         # graph or perf stats.
         return SchedulerStats(
