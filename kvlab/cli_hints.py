@@ -30,7 +30,7 @@ def _short(path: str | os.PathLike[str]) -> str:
     """``path`` relative to the current folder when it lies below it (symlinks not resolved)."""
     text = os.path.abspath(path)
     here = os.getcwd()
-    if text.startswith(here.rstrip(os.sep) + os.sep):
+    if here != os.sep and text.startswith(here + os.sep):
         return os.path.relpath(text, here)
     return text
 

@@ -117,7 +117,11 @@ def _print_table(title: str, rows: list[dict]) -> None:
     cols = (N_("cache"), N_("block size"), N_("capacity (tokens)"), N_("hit rate"),
             N_("hit tokens"), N_("evicted blocks"), N_("rejected"))  # fmt: skip
     for col in cols + ((N_("preemptions"), N_("p99 wait (ms)")) if timed else ()):
-        table.add_column(_(col), justify="left" if col == "cache" else "right")
+        if col == "cache":  # NOTE: whole cache names (nano-vllm) even at 80 columns
+            table.add_column(_(col), justify="left", no_wrap=True,
+                             min_width=max((len(r["cache"]) for r in rows), default=5))
+        else:
+            table.add_column(_(col), justify="right")
     for r in rows:
         cap = "∞" if r["capacity_tokens"] is None else f"{r['capacity_tokens']:,}"
         extra = ()
