@@ -125,14 +125,15 @@ def _line_styles(lines: dict[tuple[str, int], list[tuple[int, float]]],
         if same:
             label += f" (identical to {out[same[0]]['label']})"
         same.append(i)
-        out.append({"xs": xs, "ys": ys, "linestyle": style[bs], "label": label,
-                    "marker": _MARKERS[i % len(_MARKERS)],
+        out.append({"xs": xs, "ys": ys, "linestyle": style[bs], "label": label, "marker": "o",
                     "color": _COLORS.get(name, "tab:purple")})  # fmt: skip
     for group in first.values():
+        if len(group) == 1:
+            continue  # NOTE: a line of its own keeps matplotlib's default look
         for rank, i in enumerate(group):  # NOTE: the first copy is the widest, drawn underneath
             left = len(group) - 1 - rank
-            out[i].update(linewidth=1.5 + 2.0 * left, markersize=6 + 4 * left, zorder=2 + rank,
-                          markerfacecolor="none" if len(group) > 1 else out[i]["color"],
+            out[i].update(marker=_MARKERS[rank % len(_MARKERS)], linewidth=1.5 + 2.0 * left,
+                          markersize=6 + 4 * left, zorder=2 + rank, markerfacecolor="none",
                           markeredgewidth=1.5)  # fmt: skip
     return out
 

@@ -540,13 +540,16 @@ def test_switch_to_chinese_search_and_step_a_player_with_no_network(served: str)
 # snippets are prose, a search on the Chinese side stays there, the back-to-top button keeps off
 # the player's play button, and the home page's picture shows no developer's paths.
 def test_the_hooks_keep_code_cells_out_of_search_and_count_the_notebooks() -> None:
-    cell = '<div class="jp-Cell jp-CodeCell jp-Notebook-cell"><div class="in"><pre>x</pre></div></div>'
-    page = f"<h2 id='a'>A</h2><div class='jp-Cell jp-MarkdownCell'><p>prose</p></div>{cell}<p>after</p>"
+    cell = ('<div class="jp-Cell jp-CodeCell jp-Notebook-cell"><div class="in"><pre>x</pre>'
+            "</div></div>")
+    page = (f"<h2 id='a'>A</h2><div class='jp-Cell jp-MarkdownCell'><p>prose</p></div>{cell}"
+            "<p>after</p>")
     out = hooks.exclude_code_cells(page)
     assert out == page.replace(cell, f"<kvlab-code data-search-exclude>{cell}</kvlab-code>")
     assert hooks.on_page_markdown("opens the {{ num_notebooks }} course notebooks", None, None,
                                   None) == f"opens the {len(TUTORIALS)} course notebooks"
-    head = '<link rel="alternate" href="./" hreflang="en">\n<link rel="alternate" href="zh/" hreflang="zh">\n'
+    head = ('<link rel="alternate" href="./" hreflang="en">\n'
+            '<link rel="alternate" href="zh/" hreflang="zh">\n')
     assert hooks._ALTERNATE_LINK.sub("", head) == ""
 
 
