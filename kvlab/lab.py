@@ -171,12 +171,13 @@ def _descendants(pid: int) -> list[Any]:
 
 def _stop(proc: subprocess.Popen, timeout_s: float) -> None:
     """SIGTERM JupyterLab, wait ``timeout_s``, then end whatever it left (kernels included)."""
+    if proc.poll() is not None:
+        return  # NOTE: it ended by itself (its kernels end with it: they watch their parent)
     left = _descendants(proc.pid)
-    if proc.poll() is None:
-        try:
-            proc.send_signal(signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    try:
+        proc.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
+        pass
     try:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
