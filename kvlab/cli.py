@@ -244,6 +244,11 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
                                  f"give at least {block_size}", param_hint="--pool-tokens")
     check_output_dir(svg_dir, "--svg-dir")
     check_output_file(json_path, "--json")
+    if svg_dir is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise click.UsageError("--svg-dir needs matplotlib: pip install 'kvlab[viz]'") from None
     kwargs = {"policies": policies} if policies else {}
     try:
         report = cli_compare(workload, pool_tokens, block_size, num_requests=num_requests, seed=seed,

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvlab.cli import main
-from kvlab.compare import write_kv_event_messages
+from kvlab.kv_events import write_kv_event_messages
 from kvlab.core import (
     FullAttentionSpec,
     KVCacheConfig,

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python tests/data/kv_events/make_fixtures.py      # from the repository root
 
-Each file is a ``.kvev`` recording (kvlab.compare.kv_event_wire) of the same small server
+Each file is a ``.kvev`` recording (kvlab.kv_events.wire) of the same small server
 history, encoded by ``encode_kv_event_payload`` byte for byte as vLLM's publisher does:
 
 * ``vllm-0.22.1.kvev``: the array form (events as tagged arrays, every field written);
@@ -22,8 +22,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kvlab.compare.kv_event_format import encode_kv_event_payload
-from kvlab.compare.kv_event_wire import write_kv_event_messages
+from kvlab.kv_events.format import encode_kv_event_payload
+from kvlab.kv_events.wire import write_kv_event_messages
 from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 
 HERE = Path(__file__).resolve().parent

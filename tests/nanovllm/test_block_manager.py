@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xxhash
 
-from kvlab.compare.nano_block_manager import (
+from kvlab.nanovllm import (
     NO_HASH,
     NanoBlockManager,
     NanoSequence,

@@ -1,7 +1,8 @@
 """A token-granular radix-tree prefix cache, as SGLang's RadixCache keeps one.
 
-Mirrors: sglang/srt/mem_cache/radix_cache.py::RadixCache with page_size 1 (every token is its
-own unit: a prefix can be shared up to the exact token, not only to a block boundary).
+Mirrors: sglang/srt/mem_cache/radix_cache.py::RadixCache of SGLang 0.5.23 with page_size 1
+(every token is its own unit: a prefix can be shared up to the exact token, not only to a
+block boundary) and the LRU eviction policy (SGLang's default).
 
 Each edge holds a run of token ids (``key``) and the KV slots of those tokens (``value``, slot
 ids from a ``TokenToKVPoolAllocator``); children are keyed by their first token::
@@ -13,6 +14,9 @@ ids from a ``TokenToKVPoolAllocator``); children are keyed by their first token:
   ends inside an edge *splits* it so the matched part becomes its own node.
 * ``insert`` adds a request's tokens and slots, splitting where it diverges, and returns how
   much was already there (the caller frees its duplicate slots).
+* ``checkpoint`` is how a request's KV enters the tree, after its prefill and when it finishes:
+  insert (and split the leaf at the prompt's end), free the duplicates, match again, move the
+  request's lock to the new last node.
 * ``inc_lock_ref`` / ``dec_lock_ref`` count running requests on every node of a path; a node
   with lock_ref > 0 is *protected*, otherwise *evictable*.
 * ``evict`` frees least-recently-used *leaves* with lock_ref 0 until enough tokens are freed; a
@@ -20,9 +24,14 @@ ids from a ``TokenToKVPoolAllocator``); children are keyed by their first token:
 
 Differs from SGLang: time is a logical clock (one tick per match_prefix / insert, so runs are
 reproducible) and LRU ties go to the lower node_id; there is no host (hierarchical) cache, no
-page size > 1, no EAGLE key conversion. Node ids are kvlab's (root = 0, then creation order).
+page size > 1, no EAGLE bigram keys, no extra_key / cache_salt namespaces, no eviction policy
+but LRU (so no node priority: 0.5.23's checkpoint gives the prompt node priority + 1, which only
+its "priority" policy reads), no KV events and no metrics. Keys are tuples of ints and values
+lists of slot ids (SGLang: RadixKey over an int array, int64 tensors). Node ids are kvlab's
+(root = 0, then creation order).
 
 Examples:
+    >>> from kvlab.sglang.mem_cache.allocator import TokenToKVPoolAllocator
     >>> cache = RadixCache(TokenToKVPoolAllocator(16))
     >>> cache.insert((1, 2, 3, 4), cache.token_to_kv_pool_allocator.alloc(4))
     0
@@ -36,7 +45,7 @@ import heapq
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from kvlab.compare.radix_pool import TokenToKVPoolAllocator
+from kvlab.sglang.mem_cache.allocator.token import TokenToKVPoolAllocator
 
 __all__ = ["RadixCache", "TreeNode"]
 
@@ -89,7 +98,7 @@ class RadixCache:
 
     Args:
         token_to_kv_pool_allocator: The pool whose slots the tree's values hold.
-        recorder: None (off) or a ``kvlab.compare.radix_events.RadixRecorder``.
+        recorder: None (off) or a ``kvlab.sglang.recording.RadixRecorder``.
 
     Attributes:
         root_node: The root (empty key, lock_ref 1 so it is never evicted).
@@ -306,6 +315,62 @@ class RadixCache:
             self.recorder.lock(node.node_id, -1)
         return delta
 
+    # ------------------------------------------------------------------ checkpoint
+    def checkpoint(self, req: Any, up_to: int) -> None:
+        """Put ``req``'s first ``up_to`` tokens into the tree and lock the node where they end.
+
+        Mirrors: sglang/srt/mem_cache/radix_cache.py::RadixCache.checkpoint (0.5.23), which
+        ``checkpoint_kv_cache`` calls after a prefill and ``release_kv_cache`` when a request
+        finishes: insert the tokens with their slots, split the leaf at the prompt's end (so
+        eviction can drop the output's KV and keep the prompt's), free the request's slots the
+        tree already held (duplicates), match the tokens again and take the tree's slots into
+        the request's row, then move the request's lock from its old last node to the new one.
+
+        Args:
+            req: A ``kvlab.sglang.managers.schedule_batch.Req`` (or any object with fill_ids,
+                origin_input_ids, kv_indices, cache_protected_len, last_node and rid).
+            up_to: Tokens to put in the tree (tokens), at most ``len(req.kv_indices)``.
+
+        Raises:
+            ValueError: If up_to is not an int in 0..len(req.kv_indices) or below the
+                protected prefix (nothing changed).
+        """
+        n = len(req.kv_indices)
+        if isinstance(up_to, bool) or not isinstance(up_to, int) or not 0 <= up_to <= n:
+            raise ValueError(f"checkpoint: up_to must be an int in 0..{n} (tokens with KV), "
+                             f"got {up_to!r}")  # fmt: skip
+        if up_to < req.cache_protected_len:
+            raise ValueError(f"checkpoint: up_to {up_to} is below the {req.cache_protected_len} "
+                             "tokens the tree already owns for this request")  # fmt: skip
+        key = tuple(req.fill_ids[:up_to])
+        self._insert_cache(req, key)
+        value, new_last_node = self.match_prefix(key, req.rid)
+        assert len(value) == len(key)  # NOTE: the tree holds every inserted token now
+        protected = req.cache_protected_len
+        req.kv_indices[protected : len(value)] = value[protected:]
+        req.cache_protected_len = len(value)
+        self.dec_lock_ref(req.last_node)
+        self.inc_lock_ref(new_last_node)
+        req.last_node = new_last_node
+
+    def _insert_cache(self, req: Any, key: tuple[int, ...]) -> int:
+        """Insert ``key``, split it at the prompt's end, free the duplicate slots.
+
+        Mirrors: sglang/srt/mem_cache/radix_cache.py::RadixCache._insert_cache (split_prompt on,
+        as checkpoint calls it).
+
+        Returns:
+            The tokens that were already in the tree (tokens).
+        """
+        values = req.kv_indices[: len(key)]
+        prefix_len = self.insert(key, values)
+        num_prompt_tokens = len(req.origin_input_ids)
+        if 0 < num_prompt_tokens < len(key):
+            # NOTE: a re-insert of the prompt only changes the tree's shape: its leaf is split.
+            self.insert(key[:num_prompt_tokens], values[:num_prompt_tokens])
+        self.token_to_kv_pool_allocator.free(values[req.cache_protected_len : prefix_len])
+        return prefix_len
+
     # ------------------------------------------------------------------ evict
     def evict(self, num_tokens: int) -> int:
         """Free at least ``num_tokens`` slots from unlocked leaves, least recently used first.
@@ -365,8 +430,8 @@ class RadixCache:
         return tuple(t for part in reversed(parts) for t in part)
 
     def snapshot(self) -> Any:
-        """The tree as a ``kvlab.compare.radix_events.RadixSnapshot`` (what the views draw)."""
-        from kvlab.compare.radix_events import radix_snapshot  # NOTE: events build on this module
+        """The tree as a ``kvlab.sglang.recording.RadixSnapshot`` (what the views draw)."""
+        from kvlab.sglang.recording import radix_snapshot  # NOTE: recording builds on this module
 
         return radix_snapshot(self)
 

@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kvlab.compare.radix_cache import RadixCache, TreeNode
-from kvlab.compare.radix_events import RadixRecorder
-from kvlab.compare.radix_pool import TokenToKVPoolAllocator
+from kvlab.sglang import RadixCache, TreeNode
+from kvlab.sglang import RadixRecorder
+from kvlab.sglang import TokenToKVPoolAllocator
 
 POOL = 48
 keys = st.lists(st.integers(1, 3), min_size=1, max_size=9).map(tuple)

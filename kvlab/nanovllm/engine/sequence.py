@@ -1,7 +1,8 @@
 """A sequence as nano-vllm's BlockManager sees it: token ids, a block table, cached tokens.
 
-Mirrors: nanovllm/engine/sequence.py::Sequence, reduced to what the BlockManager reads
-(sampling parameters, status and completion bookkeeping are left to ``kvlab.compare.driver``).
+Mirrors: nanovllm/engine/sequence.py::Sequence (nano-vllm 82f5ca2), reduced to what the
+BlockManager reads (sampling parameters, status and completion bookkeeping are left to the
+caller, e.g. ``kvlab.compare.driver``).
 Differs: a string ``request_id`` (kvlab's name for what nano-vllm calls ``seq_id``) and the
 block size is a constructor argument (nano-vllm keeps it as a class attribute).
 

@@ -7,18 +7,35 @@ state maps onto ``kvlab.trace.KVState`` field for field::
     ref_cnt         <- Block.ref_count
     block_hash      <- Block.hash, where the map entry of that hash points back at the block
     cached          <- hash_to_block_id, valid entries only (stale ones: NanoBlockManager.stale_entries)
-
-Stale entries are not state a KVState holds, but ``kvlab.trace.explain_nano`` rebuilds them
-from the events (an entry is the last block its hash was stored to), which is how the views
-tell a token-id mismatch from a first missing hash. Entries already stale when recording
-starts have no event, so ``nano_config`` lists them (``stale_entries_at_start``).
     req_to_blocks   <- each allocated sequence's block_table (group 0)
 
 so ``Trace.state_at(i)`` of a recorded run equals ``nano_state(manager)`` after event i, and
 the pool, free-queue and block-table views draw it unchanged.
 
+Stale entries are not state a KVState holds, but ``kvlab.trace.explain_nano`` rebuilds them
+from the events (an entry is the last block its hash was stored to), which is how the views
+tell a token-id mismatch from a first missing hash. Entries already stale when recording
+starts have no event, so ``nano_config`` lists them (``stale_entries_at_start``).
+
+What the manager records, through the same recorder as kvlab.core
+(``kvlab.core.recorder.KVRecorder``): what counts as "cached" is the *valid* part of the map: ``hash_to_block_id[h] == b and blocks[b].hash == h``.
+A block leaving it is one ``evict(b, key)`` event (its hash reset by reuse, or its map entry
+overwritten); entering it is one ``cache_full_blocks`` event. Hashes are recorded as 8 bytes
+big-endian (``hash_key``), group 0. Calls (``begin_call`` / ``end_call``), args and results:
+
+==========  ===========================  ===================================================
+name        args                         result
+==========  ===========================  ===================================================
+allocate    (num_tokens, num_blocks)     (num_cached_tokens,)
+may_append  (num_tokens,)                (case,): 0 room left, 1 new block, 2 last block hashed
+deallocate  ()                           (num_blocks_freed,)  blocks whose ref_count reached 0
+==========  ===========================  ===================================================
+
+Lookups are recorded for the full blocks nano-vllm probes before its first miss (after it, a
+probe's answer is ignored, so it is not recorded).
+
 Examples:
-    >>> from kvlab.compare.nano_block_manager import NanoSequence
+    >>> from kvlab.nanovllm.engine.block_manager import NanoSequence
     >>> mgr = NanoBlockManager(num_blocks=4, block_size=2)
     >>> rec = record_nano(mgr)
     >>> mgr.allocate(NanoSequence("a", [1, 2, 3], block_size=2))
@@ -31,7 +48,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from kvlab.compare.nano_block_manager import NanoBlockManager, hash_key
+from kvlab.nanovllm.engine.block_manager import NanoBlockManager
+from kvlab.nanovllm.instrument import hash_key
 from kvlab.trace import KVState, Recorder
 from kvlab.trace.tables import InternTables, key_code
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.compare.kv_event_sequencer import KVEventSequencer
+from kvlab.kv_events.sequencer import KVEventSequencer
 
 
 def test_gap_duplicate_and_garbage_bookkeeping() -> None:

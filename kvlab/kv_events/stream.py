@@ -37,8 +37,8 @@ from collections.abc import Iterable
 from os import PathLike
 from typing import Any
 
-from kvlab.compare.kv_event_format import MAX_GROUP_IDX, MEDIUM_GPU, KVEventFormatError
-from kvlab.compare.kv_event_wire import read_kv_event_messages
+from kvlab.kv_events.format import MAX_GROUP_IDX, MEDIUM_GPU, KVEventFormatError
+from kvlab.kv_events.wire import read_kv_event_messages
 from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
 from kvlab.trace import KVState, Recorder, Trace
 from kvlab.trace.fileformat_checks import MAX_GROUPS
@@ -317,7 +317,7 @@ def read_kv_event_file(
     """Rebuild the cache history recorded in a ``.kvev`` or ``.jsonl`` file.
 
     Args:
-        path: The recording (see ``kvlab.compare.kv_event_wire``).
+        path: The recording (see ``kvlab.kv_events.wire``).
         num_blocks: Slots; None = the peak number of cached hashes in the file (at least 1).
 
     Returns:

@@ -1,4 +1,4 @@
-"""Record a RadixCache as a list of events, and replay them to the tree at any event.
+"""Record a RadixCache as a list of events, and replay them to the tree at any event (kvlab's).
 
 A radix cache's state is a tree, not a block pool, so it has its own small vocabulary (one
 event per state change, recorded *after* the change, like kvlab.core's recorder):
@@ -22,8 +22,8 @@ SLOTS_FREED     slots                                  slots join the end of the
 ==============  =====================================  ========================================
 
 Examples:
-    >>> from kvlab.compare.radix_cache import RadixCache
-    >>> from kvlab.compare.radix_pool import TokenToKVPoolAllocator
+    >>> from kvlab.sglang.mem_cache.radix_cache import RadixCache
+    >>> from kvlab.sglang.mem_cache.allocator import TokenToKVPoolAllocator
     >>> cache = RadixCache(TokenToKVPoolAllocator(8)); rec = RadixRecorder.attach(cache)
     >>> cache.insert((1, 2, 3), cache.token_to_kv_pool_allocator.alloc(3))
     0
@@ -162,7 +162,7 @@ class RadixSnapshot:
 
 
 def radix_snapshot(cache: Any) -> RadixSnapshot:
-    """Snapshot a live ``kvlab.compare.radix_cache.RadixCache``."""
+    """Snapshot a live ``kvlab.sglang.mem_cache.radix_cache.RadixCache``."""
     nodes = {
         n.node_id: NodeView(
             n.node_id,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.compare.radix_cache import RadixCache
-from kvlab.compare.radix_events import RadixEventKind, RadixRecorder
-from kvlab.compare.radix_pool import TokenToKVPoolAllocator
+from kvlab.sglang import RadixCache
+from kvlab.sglang import RadixEventKind, RadixRecorder
+from kvlab.sglang import TokenToKVPoolAllocator
 
 
 def make(size: int = 32) -> tuple[RadixCache, TokenToKVPoolAllocator, RadixRecorder]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kvlab.compare.kv_event_stream import cached_key_counts, read_kv_event_file
-from kvlab.compare.kv_event_wire import read_kv_event_messages
+from kvlab.kv_events.stream import cached_key_counts, read_kv_event_file
+from kvlab.kv_events.wire import read_kv_event_messages
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kv_events"
 

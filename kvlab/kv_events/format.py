@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from kvlab.compare.kv_event_versions import (
+from kvlab.kv_events.versions import (
     BASE_VERSION,
     FIELDS,
     FIELDS_SINCE,

@@ -14,10 +14,10 @@ import zmq
 from _kv_event_publisher import TestPublisher
 from test_kv_event_stream import _check_rebuilt, recorded_run
 
-from kvlab.compare.kv_event_format import encode_kv_event_payload
-from kvlab.compare.kv_event_stream import KVEventTraceBuilder
-from kvlab.compare.kv_event_subscriber import KVEventSubscriber, StreamHealth, publisher_binds
-from kvlab.compare.kv_event_wire import read_kv_event_messages, write_kv_event_messages
+from kvlab.kv_events.format import encode_kv_event_payload
+from kvlab.kv_events.stream import KVEventTraceBuilder
+from kvlab.kv_events.subscriber import KVEventSubscriber, StreamHealth, publisher_binds
+from kvlab.kv_events.wire import read_kv_event_messages, write_kv_event_messages
 
 FORMS = {"array (vLLM 0.22.1)": "0.22.1", "map (vLLM 0.33.0)": "0.33.0"}
 

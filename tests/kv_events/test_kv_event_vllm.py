@@ -42,8 +42,8 @@ def test_vllm_publisher_stream_is_rebuilt_exactly(publisher_binds: bool, drop: i
     from test_kv_event_stream import _check_rebuilt, recorded_run
     from vllm.distributed import kv_events
 
-    from kvlab.compare.kv_event_stream import KVEventTraceBuilder
-    from kvlab.compare.kv_event_subscriber import KVEventSubscriber
+    from kvlab.kv_events.stream import KVEventTraceBuilder
+    from kvlab.kv_events.subscriber import KVEventSubscriber
 
     assert vllm.__version__ == "0.22.1", vllm.__version__
     run = recorded_run()
@@ -95,8 +95,8 @@ def test_encoder_and_fixture_match_vllms_own_structs() -> None:
     from test_kv_event_stream import recorded_run
     from vllm.distributed import kv_events
 
-    from kvlab.compare.kv_event_format import encode_kv_event_payload
-    from kvlab.compare.kv_event_wire import _read_frame
+    from kvlab.kv_events.format import encode_kv_event_payload
+    from kvlab.kv_events.wire import _read_frame
 
     for batch, _ in recorded_run():
         theirs = msgspec.msgpack.encode(kv_events.KVEventBatch(

@@ -9,7 +9,7 @@ import tracemalloc
 import msgspec
 import pytest
 
-from kvlab.compare.kv_event_format import (
+from kvlab.kv_events.format import (
     END_SEQ,
     MAX_GROUP_IDX,
     KVEventFormatError,
@@ -19,8 +19,8 @@ from kvlab.compare.kv_event_format import (
     encode_kv_event_payload,
     encode_seq_frame,
 )
-from kvlab.compare.kv_event_stream import read_kv_event_file
-from kvlab.compare.kv_event_versions import (
+from kvlab.kv_events.stream import read_kv_event_file
+from kvlab.kv_events.versions import (
     FIELDS,
     FIELDS_SINCE,
     MEDIA_SINCE,
@@ -28,7 +28,7 @@ from kvlab.compare.kv_event_versions import (
     fields_in,
     form_of,
 )
-from kvlab.compare.kv_event_wire import read_kv_event_messages, write_kv_event_messages
+from kvlab.kv_events.wire import read_kv_event_messages, write_kv_event_messages
 from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 
 enc = msgspec.msgpack.encode

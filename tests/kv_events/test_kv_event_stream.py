@@ -8,14 +8,14 @@ import uuid
 
 import pytest
 
-from kvlab.compare.kv_event_stream import (
+from kvlab.kv_events.stream import (
     KVEventTraceBuilder,
     cached_key_counts,
     manager_cached_key_counts,
     peak_cached_blocks,
     read_kv_event_file,
 )
-from kvlab.compare.kv_event_wire import (
+from kvlab.kv_events.wire import (
     decode_kv_event_batch,
     encode_kv_event_batch,
     read_kv_event_messages,
@@ -178,7 +178,7 @@ def test_builder_slots_duplicates_unknown_removals_and_capacity() -> None:
 def test_live_zmq_socket() -> None:
     zmq = pytest.importorskip("zmq")
     pytest.importorskip("msgspec")
-    from kvlab.compare.kv_event_subscriber import KVEventSubscriber
+    from kvlab.kv_events.subscriber import KVEventSubscriber
 
     run = recorded_run()
     ctx = zmq.Context()

@@ -1,6 +1,7 @@
 """nano-vllm's BlockManager: the simple prefix cache that vLLM V1 is best understood against.
 
-Mirrors: nanovllm/engine/block_manager.py (Block, BlockManager) as study note 004 reads it.
+Mirrors: nanovllm/engine/block_manager.py (Block, BlockManager) at nano-vllm 82f5ca2, the
+version study note 004 reads.
 Same data structures and the same decisions, block by block::
 
     blocks              [Block(0) .. Block(n-1)]   block_id, ref_count, hash (-1 = none), token_ids
@@ -23,22 +24,7 @@ midway); ``block_size`` must be >= 2 (with 1, ``len % block_size == 1`` never ho
 ``may_append`` would never allocate); the manager remembers which sequences hold blocks (only
 for the viewers, ``nano_state``).
 
-Recording: the same recorder as kvlab.core (``kvlab.core.recorder.KVRecorder``). What counts as
-"cached" is the *valid* part of the map: ``hash_to_block_id[h] == b and blocks[b].hash == h``.
-A block leaving it is one ``evict(b, key)`` event (its hash reset by reuse, or its map entry
-overwritten); entering it is one ``cache_full_blocks`` event. Hashes are recorded as 8 bytes
-big-endian (``hash_key``), group 0. Calls (``begin_call`` / ``end_call``), args and results:
-
-==========  ===========================  ===================================================
-name        args                         result
-==========  ===========================  ===================================================
-allocate    (num_tokens, num_blocks)     (num_cached_tokens,)
-may_append  (num_tokens,)                (case,): 0 room left, 1 new block, 2 last block hashed
-deallocate  ()                           (num_blocks_freed,)  blocks whose ref_count reached 0
-==========  ===========================  ===================================================
-
-Lookups are recorded for the full blocks nano-vllm probes before its first miss (after it, a
-probe's answer is ignored, so it is not recorded).
+Recording hooks (what each call records): see ``kvlab.nanovllm.recording``.
 
 Examples:
     >>> mgr = NanoBlockManager(num_blocks=4, block_size=2)
@@ -53,14 +39,11 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from kvlab.compare.nano_block import (
-    NO_HASH,
-    NanoBlock,
-    NanoStats,
-    compute_hash,
-    hash_key,
-)
-from kvlab.compare.nano_sequence import NanoSequence
+import numpy as np
+import xxhash
+
+from kvlab.nanovllm.engine.sequence import NanoSequence
+from kvlab.nanovllm.instrument import NanoStats, hash_key
 
 __all__ = [
     "NO_HASH",
@@ -71,6 +54,64 @@ __all__ = [
     "compute_hash",
     "hash_key",
 ]
+
+
+NO_HASH = -1
+"""``Block.hash`` of a block that is not full (or was just reset)."""
+
+
+def compute_hash(token_ids: list[int], prefix: int = NO_HASH) -> int:
+    """xxhash64 of the previous block's hash (8 bytes little-endian, if any) then the tokens.
+
+    Mirrors: nanovllm/engine/block_manager.py::BlockManager.compute_hash (tokens as int64
+    bytes, what ``np.array(token_ids)`` gives on 64-bit Linux).
+
+    Args:
+        token_ids: The block's tokens.
+        prefix: The previous block's hash, or NO_HASH for the first block.
+
+    Returns:
+        An unsigned 64-bit int.
+    """
+    h = xxhash.xxh64()
+    if prefix != NO_HASH:
+        h.update(prefix.to_bytes(8, "little"))
+    h.update(np.asarray(token_ids, dtype=np.int64).tobytes())
+    return h.intdigest()
+
+
+class NanoBlock:
+    """One KV block. Mirrors: nanovllm/engine/block_manager.py::Block.
+
+    Attributes:
+        block_id: Index in the pool.
+        ref_count: Sequences holding it (0 = in free_block_ids).
+        hash: Chained hash of its tokens when full, NO_HASH otherwise.
+        token_ids: Its tokens when full (kept after it is freed, for the hit check).
+    """
+
+    __slots__ = ("block_id", "hash", "ref_count", "token_ids")
+
+    def __init__(self, block_id: int) -> None:
+        self.block_id = block_id
+        self.ref_count = 0
+        self.hash = NO_HASH
+        self.token_ids: list[int] = []
+
+    def update(self, h: int, token_ids: list[int]) -> None:
+        """Set the block's hash and tokens (it became full)."""
+        self.hash = h
+        self.token_ids = token_ids
+
+    def reset(self) -> None:
+        """Make it a fresh block held once: ref_count 1, no hash, no tokens."""
+        self.ref_count = 1
+        self.hash = NO_HASH
+        self.token_ids = []
+
+    def __repr__(self) -> str:
+        return f"NanoBlock({self.block_id}, ref_count={self.ref_count}, hash={self.hash})"
+
 
 
 class NanoBlockManager:

@@ -1,8 +1,11 @@
 """The token pool behind a radix cache: a fixed number of KV slots, one token each.
 
-Mirrors: sglang/srt/mem_cache/allocator.py::TokenToKVPoolAllocator (page size 1): slot 0 is
-reserved for padding, slots 1..size are handed out from the front of a free list and returned
-to its end. kvlab keeps the free list as a deque (SGLang uses a tensor and concatenates).
+Mirrors: sglang/srt/mem_cache/allocator/token.py::TokenToKVPoolAllocator of SGLang 0.5.23 (page
+size 1, ``need_sort`` off): slot 0 is reserved for padding, slots 1..size are handed out from the
+front of a free list and returned to its end; and, inherited there from
+allocator/base.py::BaseTokenToKVPoolAllocator, ``evict_to_free_tokens``, which asks the tree for
+the shortfall only. kvlab keeps the free list as a deque (SGLang: a tensor it slices and
+concatenates) and refuses to free a slot that is not allocated (SGLang does not check).
 
 Examples:
     >>> pool = TokenToKVPoolAllocator(size=4)
@@ -16,9 +19,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = ["TokenToKVPoolAllocator"]
+
+
+class _Evictable(Protocol):
+    def evict(self, num_tokens: int) -> int: ...
 
 
 class TokenToKVPoolAllocator:
@@ -29,7 +36,7 @@ class TokenToKVPoolAllocator:
     Args:
         size: Usable slots (tokens), >= 1. Slot ids run 1..size; 0 is the padding slot.
         recorder: None (off) or an object with ``slots_allocated(slots)`` and
-            ``slots_freed(slots)`` (``kvlab.compare.radix_events.RadixRecorder``).
+            ``slots_freed(slots)`` (``kvlab.sglang.recording.RadixRecorder``).
 
     Raises:
         ValueError: If size is not an int >= 1.
@@ -91,3 +98,29 @@ class TokenToKVPoolAllocator:
         self.free_slots.extend(slots)
         if self.recorder is not None and slots:
             self.recorder.slots_freed(slots)
+
+    def evict_to_free_tokens(self, tree_cache: _Evictable | None, num_tokens: int) -> int:
+        """Evict from ``tree_cache`` until ``num_tokens`` slots are free, or nothing is left.
+
+        Mirrors: sglang/srt/mem_cache/allocator/base.py::BaseTokenToKVPoolAllocator
+        .evict_to_free_tokens (0.5.23): the tree is asked for the *shortfall*, ``num_tokens``
+        minus the free slots, and for nothing when enough are free.
+
+        Args:
+            tree_cache: The RadixCache whose values hold this pool's slots (None: no tree).
+            num_tokens: Slots the caller is about to allocate (tokens), >= 0.
+
+        Returns:
+            Tokens the tree evicted (SGLang returns nothing; kvlab counts them).
+
+        Raises:
+            ValueError: If num_tokens is negative or not an int.
+        """
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 0:
+            raise ValueError(f"num_tokens must be an int >= 0 (tokens), got {num_tokens!r}")
+        if tree_cache is None:
+            return 0
+        shortfall = num_tokens - self.available_size()
+        if shortfall > 0:
+            return tree_cache.evict(shortfall)
+        return 0

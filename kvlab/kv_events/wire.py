@@ -5,10 +5,10 @@ vLLM's ``ZmqEventPublisher`` sends every ``KVEventBatch`` as a three-frame ZMQ m
     [topic (utf-8), seq (8 bytes big-endian), payload (msgpack)]
 
 The payload is msgspec's encoding of vLLM's structs; its events are tagged arrays up to vLLM
-0.23 and tagged maps from 0.24.0 (``kvlab.compare.kv_event_format`` reads, checks and writes
+0.23 and tagged maps from 0.24.0 (``kvlab.kv_events.format`` reads, checks and writes
 both, and lists which release added which field). Block hashes are ints (the low 64 bits of
 vLLM's hash, the default) or bytes (``VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0``). The live socket
-is ``kvlab.compare.kv_event_subscriber.KVEventSubscriber``.
+is ``kvlab.kv_events.subscriber.KVEventSubscriber``.
 
 msgspec (to read or write payloads) is optional: importing this module does not need it, the
 functions that use it say so when it is missing.
@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from os import PathLike
 from typing import Any, BinaryIO
 
-from kvlab.compare.kv_event_format import (
+from kvlab.kv_events.format import (
     BASE_VERSION,
     DecodedPayload,
     KVEventFormatError,

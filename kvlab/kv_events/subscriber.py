@@ -40,7 +40,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from kvlab.compare.kv_event_format import (
+from kvlab.kv_events.format import (
     END_SEQ,
     DecodedPayload,
     KVEventFormatError,
@@ -48,7 +48,7 @@ from kvlab.compare.kv_event_format import (
     decode_seq_frame,
     encode_seq_frame,
 )
-from kvlab.compare.kv_event_sequencer import KVEventSequencer, StreamHealth
+from kvlab.kv_events.sequencer import KVEventSequencer, StreamHealth
 from kvlab.core.kv_events import KVEventBatch
 
 __all__ = ["KVEventSubscriber", "StreamHealth", "publisher_binds"]
