@@ -5,8 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlab.nanovllm import NanoBlockManager, NanoSequence
-from kvlab.nanovllm import nano_state, record_nano
+from kvlab.nanovllm import NanoBlockManager, NanoSequence, nano_state, record_nano
 from kvlab.trace import EventKind, check_invariants, load_trace, save_trace
 from kvlab.viz import render_block_table, render_free_queue, render_pool_grid, to_text
 

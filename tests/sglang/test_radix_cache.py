@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.sglang import RadixCache
-from kvlab.sglang import RadixEventKind, RadixRecorder
-from kvlab.sglang import TokenToKVPoolAllocator
+from kvlab.sglang import RadixCache, RadixEventKind, RadixRecorder, TokenToKVPoolAllocator
 
 
 def make(size: int = 32) -> tuple[RadixCache, TokenToKVPoolAllocator, RadixRecorder]:

@@ -7,9 +7,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kvlab.sglang import RadixCache, TreeNode
-from kvlab.sglang import RadixRecorder
-from kvlab.sglang import TokenToKVPoolAllocator
+from kvlab.sglang import RadixCache, RadixRecorder, TokenToKVPoolAllocator, TreeNode
 
 POOL = 48
 keys = st.lists(st.integers(1, 3), min_size=1, max_size=9).map(tuple)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvlab.kv_events.stream import KVEventTraceBuilder
-from kvlab.nanovllm import NanoBlockManager, NanoSequence
-from kvlab.nanovllm import record_nano
+from kvlab.nanovllm import NanoBlockManager, NanoSequence, record_nano
 from kvlab.core.kv_events import BlockStored, KVEventBatch
 from kvlab.trace import Trace
 from kvlab.viz import render_events, render_free_queue, render_state, to_text

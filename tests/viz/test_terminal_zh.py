@@ -12,8 +12,7 @@ import _zh_checks as _zh
 import pytest
 from _zh_checks import english_left, english_phrases, identifiers, numbers
 
-from kvlab.nanovllm import NanoBlockManager, NanoSequence
-from kvlab.nanovllm import record_nano
+from kvlab.nanovllm import NanoBlockManager, NanoSequence, record_nano
 from kvlab.i18n import use_language
 from kvlab.trace import Trace
 from kvlab.trace.explain import explain
