@@ -232,7 +232,6 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
     or a saved kvlab trace.
     """
     from kvlab.compare import cli_compare
-
     from kvlab.compare.cli import WORKLOADS
 
     if workload not in WORKLOADS and not Path(workload).is_file():

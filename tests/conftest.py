@@ -44,8 +44,8 @@ def pytest_sessionfinish(session, exitstatus):
     if not _ci() or not _unexpected or hasattr(session.config, "workerinput"):
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    lines = ["CI skip policy: only 'needs CUDA', 'needs the vLLM environment' and 'needs the SGLang "
-             "environment' may skip; these did:",
+    lines = ["CI skip policy: only 'needs CUDA', 'needs the vLLM environment' and "
+             "'needs the SGLang environment' may skip; these did:",
              *(f"  {u}" for u in _unexpected)]
     if reporter is not None:
         reporter.write_line("\n".join(lines), red=True)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 from kvlab.kv_events.versions import (
     BASE_VERSION,
     FIELDS,
@@ -56,7 +57,6 @@ from kvlab.kv_events.versions import (
     fields_in,
     form_of,
 )
-from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 
 __all__ = [
     "BASE_VERSION", "END_SEQ", "FIELDS", "FIELDS_SINCE", "MAX_GROUP_IDX", "MEDIA_SINCE",

@@ -37,9 +37,9 @@ from collections.abc import Iterable
 from os import PathLike
 from typing import Any
 
+from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
 from kvlab.kv_events.format import MAX_GROUP_IDX, MEDIUM_GPU, KVEventFormatError
 from kvlab.kv_events.wire import read_kv_event_messages
-from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch
 from kvlab.trace import KVState, Recorder, Trace
 from kvlab.trace.fileformat_checks import MAX_GROUPS
 from kvlab.trace.tables import InternTables, split_key_code

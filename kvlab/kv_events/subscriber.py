@@ -40,6 +40,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
+from kvlab.core.kv_events import KVEventBatch
 from kvlab.kv_events.format import (
     END_SEQ,
     DecodedPayload,
@@ -49,7 +50,6 @@ from kvlab.kv_events.format import (
     encode_seq_frame,
 )
 from kvlab.kv_events.sequencer import KVEventSequencer, StreamHealth
-from kvlab.core.kv_events import KVEventBatch
 
 __all__ = ["KVEventSubscriber", "StreamHealth", "publisher_binds"]
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from os import PathLike
 from typing import Any, BinaryIO
 
+from kvlab.core.kv_events import EventBatch, KVEventBatch
 from kvlab.kv_events.format import (
     BASE_VERSION,
     DecodedPayload,
@@ -36,7 +37,6 @@ from kvlab.kv_events.format import (
     decode_kv_event_payload,
     encode_kv_event_payload,
 )
-from kvlab.core.kv_events import EventBatch, KVEventBatch
 
 __all__ = [
     "MAGIC",

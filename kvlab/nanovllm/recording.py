@@ -18,10 +18,11 @@ tell a token-id mismatch from a first missing hash. Entries already stale when r
 starts have no event, so ``nano_config`` lists them (``stale_entries_at_start``).
 
 What the manager records, through the same recorder as kvlab.core
-(``kvlab.core.recorder.KVRecorder``): what counts as "cached" is the *valid* part of the map: ``hash_to_block_id[h] == b and blocks[b].hash == h``.
-A block leaving it is one ``evict(b, key)`` event (its hash reset by reuse, or its map entry
-overwritten); entering it is one ``cache_full_blocks`` event. Hashes are recorded as 8 bytes
-big-endian (``hash_key``), group 0. Calls (``begin_call`` / ``end_call``), args and results:
+(``kvlab.core.recorder.KVRecorder``): what counts as "cached" is the *valid* part of the map,
+``hash_to_block_id[h] == b and blocks[b].hash == h``. A block leaving it is one
+``evict(b, key)`` event (its hash reset by reuse, or its map entry overwritten); entering it is
+one ``cache_full_blocks`` event. Hashes are recorded as 8 bytes big-endian (``hash_key``),
+group 0. Calls (``begin_call`` / ``end_call``), args and results:
 
 ==========  ===========================  ===================================================
 name        args                         result

@@ -9,6 +9,7 @@ import tracemalloc
 import msgspec
 import pytest
 
+from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 from kvlab.kv_events.format import (
     END_SEQ,
     MAX_GROUP_IDX,
@@ -29,7 +30,6 @@ from kvlab.kv_events.versions import (
     form_of,
 )
 from kvlab.kv_events.wire import read_kv_event_messages, write_kv_event_messages
-from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 
 enc = msgspec.msgpack.encode
 STORED_0221 = ["BlockStored", [7, 8], None, [1, 2, 3, 4, 5, 6, 7, 8], 4, None, "GPU", None,

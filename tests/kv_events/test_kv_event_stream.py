@@ -8,6 +8,11 @@ import uuid
 
 import pytest
 
+from kvlab.core.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from kvlab.core.kv_cache_manager import KVCacheManager
+from kvlab.core.kv_cache_utils import get_request_block_hasher, init_none_hash, sha256
+from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
+from kvlab.core.request import Request, SamplingParams
 from kvlab.kv_events.stream import (
     KVEventTraceBuilder,
     cached_key_counts,
@@ -21,11 +26,6 @@ from kvlab.kv_events.wire import (
     read_kv_event_messages,
     write_kv_event_messages,
 )
-from kvlab.core.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-from kvlab.core.kv_cache_manager import KVCacheManager
-from kvlab.core.kv_cache_utils import get_request_block_hasher, init_none_hash, sha256
-from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
-from kvlab.core.request import Request, SamplingParams
 from kvlab.viz import block_cells
 
 BS = 4

@@ -69,8 +69,7 @@ def test_preorder_and_chain_ends(shared: Trace) -> None:
 
 
 def test_every_nano_request_of_a_shared_prefix_gets_its_chain() -> None:
-    from kvlab.nanovllm import NanoBlockManager, NanoSequence, compute_hash
-    from kvlab.nanovllm import record_nano
+    from kvlab.nanovllm import NanoBlockManager, NanoSequence, compute_hash, record_nano
 
     m = NanoBlockManager(8, 2)
     rec = record_nano(m)

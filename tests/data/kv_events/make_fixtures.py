@@ -22,9 +22,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 from kvlab.kv_events.format import encode_kv_event_payload
 from kvlab.kv_events.wire import write_kv_event_messages
-from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
 
 HERE = Path(__file__).resolve().parent
 TOPIC = b"kv-events"
