@@ -27,6 +27,7 @@ from zh_sync import zh_notebook_paths
 PUBLIC_MODULES = {
     "kvlab", "kvlab.core", "kvlab.core.sched", "kvlab.trace", "kvlab.worker", "kvlab.kernels",
     "kvlab.model", "kvlab.viz", "kvlab.compare", "kvlab.course", "kvlab.traffic",
+    "kvlab.nanovllm", "kvlab.sglang", "kvlab.kv_events",
 }  # fmt: skip
 """kvlab's public API: the ``__all__`` of these packages (STYLE.md: notebooks use only it)."""
 
