@@ -14,7 +14,7 @@ def make(size: int = 32) -> tuple[RadixCache, TokenToKVPoolAllocator, RadixRecor
 
 
 def put(cache: RadixCache, tokens: tuple[int, ...]) -> int:
-    """Insert like cache_finished_req: allocate slots, insert, free the duplicates."""
+    """Insert a fresh request's tokens: allocate slots, insert, free the duplicates."""
     pool = cache.token_to_kv_pool_allocator
     slots = pool.alloc(len(tokens))
     assert slots is not None
