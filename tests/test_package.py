@@ -82,7 +82,7 @@ def test_base_install_runs_the_kvlab_command(tmp_path) -> None:
                               cwd=tmp_path)
 
     assert run("--help").returncode == 0
-    from kvlab.core import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheManager)
+    from kvlab.core import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheManager
     from kvlab.trace import Recorder
 
     spec = FullAttentionSpec(block_size=4, num_kv_heads=1, head_size=1, dtype="float32")

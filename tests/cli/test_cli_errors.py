@@ -13,8 +13,17 @@ import pytest
 from click.testing import CliRunner
 
 from kvlab.cli import main
-from kvlab.core import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheManager, Request,
-                        SamplingParams, get_request_block_hasher, init_none_hash, sha256)
+from kvlab.core import (
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheManager,
+    Request,
+    SamplingParams,
+    get_request_block_hasher,
+    init_none_hash,
+    sha256,
+)
 from kvlab.trace import Recorder
 
 REPO = Path(__file__).resolve().parents[2]

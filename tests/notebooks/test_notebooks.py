@@ -19,10 +19,10 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-from kvlab.course import exercises
-
 from _nbrun import NOTEBOOK_TIMEOUT_S, comparable_outputs, execute, notebook_paths, source_sha256
 from zh_sync import zh_notebook_paths
+
+from kvlab.course import exercises
 
 PUBLIC_MODULES = {
     "kvlab", "kvlab.core", "kvlab.core.sched", "kvlab.trace", "kvlab.worker", "kvlab.kernels",

@@ -13,7 +13,7 @@ The history (block_size 4, hashes as vLLM's default 64-bit ints, topic "kv-event
 seq 0 stores prompt A's blocks 0xA1, 0xA2 on the GPU; seq 1 evicts 0xA2 from the GPU and stores
 B's 0xB1 after 0xA1 (0.33: it is offloaded to CPU first, and 0xA1 to STORAGE); seq 2 resets the
 prefix cache (AllBlocksCleared: GPU only) and stores 0xC1; seq 3 drops 0xA2 from CPU.
-tests/compare/test_kv_event_fixtures.py checks that this script reproduces the files and that
+tests/kv_events/test_fixtures.py checks that this script reproduces the files and that
 kvlab rebuilds the history from them exactly.
 """
 

@@ -39,7 +39,7 @@ def _to_vllm(events, kv_events):
 def test_vllm_publisher_stream_is_rebuilt_exactly(publisher_binds: bool, drop: int | None) -> None:
     import vllm
     import zmq
-    from test_kv_event_stream import _check_rebuilt, recorded_run
+    from test_stream import _check_rebuilt, recorded_run
     from vllm.distributed import kv_events
 
     from kvlab.kv_events.stream import KVEventTraceBuilder
@@ -92,7 +92,7 @@ def test_vllm_publisher_stream_is_rebuilt_exactly(publisher_binds: bool, drop: i
 
 def test_encoder_and_fixture_match_vllms_own_structs() -> None:
     import msgspec
-    from test_kv_event_stream import recorded_run
+    from test_stream import recorded_run
     from vllm.distributed import kv_events
 
     from kvlab.kv_events.format import encode_kv_event_payload

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 import zmq
 from _kv_event_publisher import TestPublisher
-from test_kv_event_stream import _check_rebuilt, recorded_run
+from test_stream import _check_rebuilt, recorded_run
 
 from kvlab.kv_events.format import encode_kv_event_payload
 from kvlab.kv_events.stream import KVEventTraceBuilder
