@@ -13,6 +13,7 @@ pytest.importorskip("nbclient")
 from _labnb import (LAB_DIR, check_cells, comparable_outputs, execute_lab, lab_notebooks, solution_cells,
                     source_sha256)  # noqa: E402
 from kvlab.labs import LABS, lab
+from kvlab.labs.solutions import cell_sources, fill, skeleton
 
 NOTEBOOKS = lab_notebooks()
 ALLOWED = {"kvlab", "kvlab.core", "kvlab.labs", "kvlab.trace", "kvlab.viz", "kvlab.compare"}
@@ -49,6 +50,19 @@ def test_shape_and_nbgrader_metadata(path) -> None:
     checks = check_cells(nb)
     assert checks and all(c.metadata["nbgrader"]["points"] > 0 and c.metadata["nbgrader"]["locked"] for c in checks)
     assert all(re.fullmatch(r'check\("\w+", .+\)', c.source) for c in checks)
+
+
+def _lab_of(nb) -> str:
+    return re.search(r'check\("(\w+)"', check_cells(nb)[0].source).group(1)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_the_learners_cells_are_the_reference_with_its_bodies_removed(path) -> None:
+    nb = _read(path)
+    solved = cell_sources(_lab_of(nb))
+    learner = [c.source for c in solution_cells(nb)]
+    assert learner == [skeleton(s) for s in solved]
+    assert [fill(mine, s) for mine, s in zip(learner, solved)] == solved
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
