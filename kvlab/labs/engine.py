@@ -168,12 +168,13 @@ def replay(rec: Any, side_factory: Any, lab: str, scenario: str,
 
 
 def _hint(lab: Lab, div: Divergence) -> tuple[str | None, str | None]:
-    for entry in lab.catalogue:
-        try:
-            if entry.matches(div):
-                return entry.id, format_hint(entry)
-        except Exception:  # noqa: BLE001, S112 - a pattern that does not apply to this divergence
-            continue
+    with hash_seeded(div.config.get("hash_fn", "sha256")):  # patterns may recompute hashes
+        for entry in lab.catalogue:
+            try:
+                if entry.matches(div):
+                    return entry.id, format_hint(entry)
+            except Exception:  # noqa: BLE001, S112 - a pattern that does not apply to this divergence
+                continue
     return None, None
 
 

@@ -25,6 +25,7 @@ _REGION = re.compile(r"( *)### BEGIN SOLUTION\n(.*?)\1### END SOLUTION", re.S)
 SOLUTION_MODULES = {
     "free_queue": "free_queue",
     "block_pool": "block_pool",
+    "block_hash": "block_hash",
 }
 """Lab name -> module of this package holding its solution."""
 
