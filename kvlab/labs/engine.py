@@ -112,7 +112,7 @@ def replay(rec: Any, side_factory: Any, lab: str, scenario: str,
 
     def diverged(step: int, op: str, args: list, field: str, want: Any, got: Any, **kw: Any) -> Divergence:
         return Divergence(lab, scenario, rec.source, step, op, args, field, want, got,
-                          history=list(history), config=rec.config, **kw)  # fmt: skip
+                          history=list(history), config=rec.config, recording=rec, **kw)  # fmt: skip
 
     def crashed(step: int, op: str, args: list, exc: BaseException, before: dict) -> Divergence:
         if isinstance(exc, NotImplementedError):

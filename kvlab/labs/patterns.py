@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["field_is", "flat", "hit_blocks", "queue_change", "ref_cnt_change"]
+__all__ = ["field_is", "flat", "hit_blocks", "queue_change", "ref_cnt_change", "same_divergence"]
 
 
 def field_is(div: Any, *names: str) -> bool:
@@ -50,3 +50,20 @@ def hit_blocks(value: Any) -> tuple[int, list[list[int]]] | None:
     if isinstance(value, list) and len(value) == 2 and isinstance(value[0], int):
         return value[0], value[1]
     return None
+
+
+def same_divergence(div: Any, side_factory: Any) -> bool:
+    """Whether a model of a mistake (the side ``side_factory()`` builds) diverges exactly as the
+    learner's code did: at the same operation, on the same field, with the same value.
+
+    The model replays the divergence's recording from the start (kvlab's engine with the mistaken
+    piece in place); it is never shown to the learner, only its first divergence is compared.
+    """
+    from kvlab.labs.engine import hash_seeded, replay
+
+    rec = div.recording
+    if rec is None:
+        return False
+    with hash_seeded(rec.config.get("hash_fn", "sha256")):
+        model = replay(rec, side_factory, div.lab, div.scenario)
+    return model is not None and (model.step, model.field, model.got) == (div.step, div.field, div.got)

@@ -60,6 +60,8 @@ class Divergence:
         want_state: The expected state after the operation (empty for "exception" / "time limit").
         got_state: The learner's state after the operation, as far as it could be read.
         state_before: The state both sides had before the operation.
+        recording: The scenario's recording (expected answers and states), for the catalogue's
+            patterns that replay it with a model of a mistake.
     """
 
     lab: str
@@ -79,6 +81,7 @@ class Divergence:
     want_state: dict = field(default_factory=dict)
     got_state: dict = field(default_factory=dict)
     state_before: dict = field(default_factory=dict)
+    recording: Any = field(default=None, repr=False, compare=False)
 
     @property
     def call(self) -> str:

@@ -26,6 +26,7 @@ SOLUTION_MODULES = {
     "free_queue": "free_queue",
     "block_pool": "block_pool",
     "block_hash": "block_hash",
+    "full_attention_hit": "full_attention_hit",
 }
 """Lab name -> module of this package holding its solution."""
 
