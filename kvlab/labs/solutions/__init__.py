@@ -27,6 +27,7 @@ SOLUTION_MODULES = {
     "block_pool": "block_pool",
     "block_hash": "block_hash",
     "full_attention_hit": "full_attention_hit",
+    "sliding_window_hit": "sliding_window_hit",
 }
 """Lab name -> module of this package holding its solution."""
 
