@@ -38,7 +38,7 @@ def _accept(value: Any) -> Accepted:
 
 
 def _scenarios(seed: int) -> list:
-    out = recorded("manager", lambda rec: rec.config["family"] in FAMILIES, limit=9)
+    out = recorded("manager", lambda rec: rec.config["family"] in FAMILIES)
     out += manager_scenarios(["full", "mixed:full4+sw8", "full+sw"], seed, 3, 45)
     return out
 

@@ -36,7 +36,7 @@ def _accept(value: Any) -> Accepted:
 
 
 def _scenarios(seed: int) -> list:
-    out = recorded("manager", lambda rec: rec.config["family"] in FAMILIES, limit=10)
+    out = recorded("manager", lambda rec: rec.config["family"] in FAMILIES)
     out += manager_scenarios(["sw", "full+sw", "mixed:full4+sw8"], seed, 3, 45)
     return out
 

@@ -28,6 +28,7 @@ SOLUTION_MODULES = {
     "block_hash": "block_hash",
     "full_attention_hit": "full_attention_hit",
     "sliding_window_hit": "sliding_window_hit",
+    "hybrid_fixed_point": "hybrid_fixed_point",
 }
 """Lab name -> module of this package holding its solution."""
 
