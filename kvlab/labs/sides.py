@@ -118,6 +118,7 @@ class ManagerSide:
             puts the learner's classes in place there); None = nothing plugged.
         hasher_factory: ``get_request_block_hasher``'s replacement (the block_hash lab); None =
             ``m.get_request_block_hasher``.
+        manager_cls: ``KVCacheManager``'s replacement (the allocate_slots lab); None = ``m``'s.
     """
 
     def __init__(
@@ -126,6 +127,7 @@ class ManagerSide:
         m: SimpleNamespace | None = None,
         plug: Callable[[], AbstractContextManager] | None = None,
         hasher_factory: Callable[..., Any] | None = None,
+        manager_cls: Any = None,
     ) -> None:
         self.m = m = m if m is not None else kvlab_namespace()
         self.config = config
@@ -144,7 +146,7 @@ class ManagerSide:
         kv_cache_config = m.KVCacheConfig(num_blocks=config["num_blocks"], kv_cache_tensors=[],
                                           kv_cache_groups=groups)  # fmt: skip
         with (plug or nullcontext)():
-            self.mgr = m.KVCacheManager(
+            self.mgr = (manager_cls or m.KVCacheManager)(
                 kv_cache_config, max_model_len=config["max_model_len"],
                 hash_block_size=config["hash_block_size"],
                 max_num_batched_tokens=config["max_num_batched_tokens"],

@@ -53,6 +53,8 @@ MANAGER_RUNS = [
     # Seeds whose workloads make a lookup that skips a missing block, a window run that is not
     # contiguous, or a single round of the hybrid fixed point diverge from vLLM.
     ("full", 7, {}), ("sw", 11, {}), ("full+2sw", 4, {"use_eagle": False}),
+    # ... and one where a request's hits are evictable blocks that the free blocks must cover.
+    ("full+sw", 8, {}),
 ]  # fmt: skip
 
 

@@ -29,6 +29,7 @@ SOLUTION_MODULES = {
     "full_attention_hit": "full_attention_hit",
     "sliding_window_hit": "sliding_window_hit",
     "hybrid_fixed_point": "hybrid_fixed_point",
+    "allocate_slots_layout": "allocate_slots_layout",
 }
 """Lab name -> module of this package holding its solution."""
 
