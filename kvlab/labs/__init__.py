@@ -45,6 +45,7 @@ from kvlab.labs import lab_full_attention_hit  # noqa: F401
 from kvlab.labs import lab_sliding_window_hit  # noqa: F401
 from kvlab.labs import lab_hybrid_fixed_point  # noqa: F401
 from kvlab.labs import lab_allocate_slots_layout  # noqa: F401
+from kvlab.labs import lab_nano_block_manager  # noqa: F401
 from kvlab.labs.engine import DEFAULT_TIME_LIMIT_S, run_lab
 from kvlab.labs.registry import Lab, Misconception, registered
 from kvlab.labs.result import Divergence, LabResult

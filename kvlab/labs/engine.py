@@ -232,7 +232,8 @@ def run_lab(lab: Lab, implementation: Any, time_limit_s: float = DEFAULT_TIME_LI
                 first, first_scenario = div, sc
         if first is None:
             return LabResult(lab.name, True, passed, total, status="passed",
-                             message=_("every decision matches vLLM's"), seed=seed, lang=lang)  # fmt: skip
+                             message=_("every decision matches {name}'s").format(name=lab.reference_name),
+                             seed=seed, lang=lang)  # fmt: skip
         if status == "passed":
             status = "raised" if first.field == "exception" else "diverged"
         misconception, hint = _hint(lab, first)

@@ -74,6 +74,7 @@ class Lab:
         reference_side: ``reference_side(recording) -> side`` (kvlab's own engine).
         catalogue: The typical mistakes.
         after: The course notebooks to have read first (stems).
+        reference_name: Whose decisions are the expected ones (shown in reports).
     """
 
     name: str
@@ -85,6 +86,7 @@ class Lab:
     reference_side: Callable[[Any], Any]
     catalogue: tuple[Misconception, ...] = field(default=())
     after: tuple[str, ...] = ()
+    reference_name: str = "vLLM 0.22.1"
 
 
 _LABS: dict[str, Lab] = {}

@@ -12,7 +12,16 @@ from typing import Any
 
 from kvlab.i18n import _, use_language
 
-__all__ = ["Divergence", "LabResult", "fmt_value"]
+__all__ = ["Divergence", "LabResult", "fmt_value", "source_name"]
+
+
+def source_name(source: str) -> str:
+    """Who made the expected decisions, for a report (in the current language)."""
+    if source.startswith("vLLM"):
+        return _("vLLM 0.22.1")
+    if source == "nano-vllm":
+        return _("nano-vllm (kvlab's re-implementation)")
+    return _("kvlab's reference")
 
 
 def fmt_value(value: Any, limit: int = 160) -> str:
@@ -90,7 +99,7 @@ class Divergence:
 
     def describe(self) -> str:
         """A few lines: the scenario, the call, and what each side did (in the current language)."""
-        who = _("vLLM 0.22.1") if self.source.startswith("vLLM") else _("kvlab's reference")
+        who = source_name(self.source)
         lines = [_("First divergence: scenario {scenario}, operation {step}: {call}").format(
             scenario=self.scenario, step=self.step, call=self.call)]
         if self.field == "exception":

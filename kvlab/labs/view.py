@@ -15,7 +15,7 @@ from collections import OrderedDict
 from typing import Any
 
 from kvlab.i18n import _, use_language
-from kvlab.labs.result import LabResult, fmt_value
+from kvlab.labs.result import LabResult, fmt_value, source_name
 
 __all__ = ["divergence_traces", "divergence_view", "learner_state", "result_html"]
 
@@ -101,7 +101,7 @@ def divergence_traces(result: LabResult) -> tuple[Any, int, Any] | None:
 
 def _rows(result: LabResult) -> str:
     div = result.divergence
-    who = _("vLLM 0.22.1") if div.source.startswith("vLLM") else _("kvlab's reference")
+    who = source_name(div.source)
     if div.field in ("exception", "time limit"):
         what = div.error if div.field == "exception" else _("did not finish within the time limit")
         where = f" ({html.escape(div.where)})" if div.where else ""

@@ -30,6 +30,7 @@ SOLUTION_MODULES = {
     "sliding_window_hit": "sliding_window_hit",
     "hybrid_fixed_point": "hybrid_fixed_point",
     "allocate_slots_layout": "allocate_slots_layout",
+    "nano_block_manager": "nano_block_manager",
 }
 """Lab name -> module of this package holding its solution."""
 
