@@ -35,6 +35,8 @@ Examples:
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any
 
 # NOTE: each module registers its lab; imported in course order (LABS keeps it).
@@ -51,8 +53,8 @@ from kvlab.labs.registry import Lab, Misconception, registered
 from kvlab.labs.result import Divergence, LabResult
 from kvlab.labs.timing import Scaling, remove_scaling
 
-__all__ = ["DEFAULT_TIME_LIMIT_S", "LABS", "Divergence", "Lab", "LabResult", "Misconception",
-           "Scaling", "check", "lab", "remove_scaling"]  # fmt: skip
+__all__ = ["DEFAULT_TIME_LIMIT_S", "LABS", "Divergence", "Lab", "LabNotPassed", "LabResult",
+           "Misconception", "Scaling", "check", "lab", "remove_scaling"]  # fmt: skip
 
 LABS: tuple[str, ...] = tuple(registered())
 """The labs' names, in course order."""
@@ -70,8 +72,20 @@ def lab(name: str) -> Lab:
     return labs[name]
 
 
+class LabNotPassed(AssertionError):
+    """Raised by check() only under ``KVLAB_LABS_STRICT=1`` (an autograder such as nbgrader
+    counts a cell that raises as failed); it shows as the report, without a traceback."""
+
+    def __init__(self, result: LabResult) -> None:
+        super().__init__(str(result))
+        self.result = result
+
+    def _render_traceback_(self) -> list[str]:  # IPython: show the report, not a traceback
+        return str(self.result).splitlines()
+
+
 def check(name: str, implementation: Any, *, seed: int | None = None,
-          time_limit_s: float = DEFAULT_TIME_LIMIT_S, lang: str | None = None) -> LabResult:
+          time_limit_s: float | None = None, lang: str | None = None) -> LabResult:
     """Grade ``implementation`` against vLLM 0.22.1's decisions, scenario by scenario.
 
     Never raises for what the implementation does: an exception, an endless loop (stopped after
@@ -86,16 +100,32 @@ def check(name: str, implementation: Any, *, seed: int | None = None,
             ``block_hash``) with vLLM's signature. A subclass of kvlab's own class passes.
         seed: Seed of the fresh randomized scenarios (None = a new one; the result says which,
             to reproduce a failure).
-        time_limit_s: Time limit per scenario (seconds).
+        time_limit_s: Time limit per scenario (seconds); None = ``KVLAB_LABS_TIME_LIMIT_S``
+            or DEFAULT_TIME_LIMIT_S.
         lang: Language of the report and hints (``"en"``, ``"zh"``; None = the current one).
 
     Returns:
         The LabResult (``passed``, ``scenarios_passed``, ``scenarios_total``, ``divergence``,
         ``hint``).
 
+    Environment (for graders): ``KVLAB_LABS_RESULTS`` names a file each call appends its result
+    to (one JSON line, ``kvlab.labs.grade``); ``KVLAB_LABS_STRICT=1`` makes a failed check raise
+    LabNotPassed, so an autograder (nbgrader) scores the cell 0.
+
     Raises:
         ValueError: For an unknown lab name or a non-positive time limit.
+        LabNotPassed: Only under ``KVLAB_LABS_STRICT=1``, when the lab did not pass.
     """
+    if time_limit_s is None:
+        time_limit_s = float(os.environ.get("KVLAB_LABS_TIME_LIMIT_S") or DEFAULT_TIME_LIMIT_S)
     if not time_limit_s > 0:
         raise ValueError(f"time_limit_s must be > 0 seconds, got {time_limit_s!r}")
-    return run_lab(lab(name), implementation, time_limit_s=time_limit_s, seed=seed, lang=lang)
+    result = run_lab(lab(name), implementation, time_limit_s=time_limit_s, seed=seed, lang=lang)
+    if os.environ.get("KVLAB_LABS_RESULTS"):
+        from kvlab.labs.grade import result_record
+
+        with open(os.environ["KVLAB_LABS_RESULTS"], "a", encoding="utf-8") as f:
+            f.write(json.dumps(result_record(result), ensure_ascii=False) + "\n")
+    if os.environ.get("KVLAB_LABS_STRICT") == "1" and not result.passed:
+        raise LabNotPassed(result)
+    return result
