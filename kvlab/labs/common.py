@@ -35,7 +35,8 @@ def recorded(kind: str, keep: Callable[[Any], bool] = lambda rec: True, limit: i
 
 def randomized(name: str, make: Callable[[], Any]) -> Scenario:
     """A fresh randomized scenario; ``make()`` runs kvlab's reference once, when first needed."""
-    return Scenario(f"{_('randomized')} · {name}", "kvlab", functools.cache(make))
+    label = _("randomized")
+    return Scenario(f"{label} · {name}", "kvlab", functools.cache(make))
 
 
 def manager_scenarios(families: Iterable[str], seed: int, count: int, num_ops: int,

@@ -217,8 +217,8 @@ def run_lab(lab: Lab, implementation: Any, time_limit_s: float = DEFAULT_TIME_LI
                                  where=_learner_frame(outcome.error) if outcome.error else None)  # fmt: skip
                 first, first_scenario = first or div, first_scenario or sc
                 status = "timeout"
-                message = _("scenario {name} did not finish within {limit:g} s; the remaining scenarios were skipped").format(
-                    name=sc.name, limit=time_limit_s)
+                message = _("scenario {name} did not finish within {limit} s; the remaining scenarios were skipped").format(
+                    name=sc.name, limit=f"{time_limit_s:g}")
                 break
             if outcome.error is not None:  # an error of the grader itself, reported plainly
                 div = Divergence(lab.name, sc.name, rec.source, -1, "?", [], "exception", None,

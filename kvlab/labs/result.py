@@ -18,7 +18,7 @@ __all__ = ["Divergence", "LabResult", "fmt_value", "source_name"]
 def source_name(source: str) -> str:
     """Who made the expected decisions, for a report (in the current language)."""
     if source.startswith("vLLM"):
-        return _("vLLM 0.22.1")
+        return "vLLM 0.22.1"  # a name, the same in every language
     if source == "nano-vllm":
         return _("nano-vllm (kvlab's re-implementation)")
     return _("kvlab's reference")
@@ -111,10 +111,11 @@ class Divergence:
             if self.where:
                 lines.append(_("at {where}").format(where=self.where))
         else:
+            yours = _("yours")
             for name, (want, got) in self.fields.items():
                 lines.append(f"  {name}:")
                 lines.append(f"    {who}: {fmt_value(want)}")
-                lines.append(f"    {_('yours')}: {fmt_value(got)}")
+                lines.append(f"    {yours}: {fmt_value(got)}")
         if self.history:
             lines.append(_("calls just before (with {who}'s results):").format(who=who))
             lines += [f"    {h}" for h in self.history[-5:]]

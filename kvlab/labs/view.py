@@ -101,12 +101,12 @@ def divergence_traces(result: LabResult) -> tuple[Any, int, Any] | None:
 
 def _rows(result: LabResult) -> str:
     div = result.divergence
-    who = source_name(div.source)
+    who, yours = source_name(div.source), _("yours")
     if div.field in ("exception", "time limit"):
         what = div.error if div.field == "exception" else _("did not finish within the time limit")
         where = f" ({html.escape(div.where)})" if div.where else ""
-        return f"<tr><th>{_('yours')}</th><td colspan=2>{html.escape(str(what))}{where}</td></tr>"
-    head = f"<tr><th></th><th>{html.escape(who)}</th><th>{_('yours')}</th></tr>"
+        return f"<tr><th>{yours}</th><td colspan=2>{html.escape(str(what))}{where}</td></tr>"
+    head = f"<tr><th></th><th>{html.escape(who)}</th><th>{yours}</th></tr>"
     body = "".join(
         f"<tr><th>{html.escape(name)}</th><td><code>{html.escape(fmt_value(want))}</code></td>"
         f"<td style='background:#fde2e1'><code>{html.escape(fmt_value(got))}</code></td></tr>"
@@ -132,9 +132,11 @@ def result_html(result: LabResult) -> str:
             parts.append(f"<table class='kvlab-divergence'>{_rows(result)}</table>")
             if div.history:
                 calls = "<br>".join(html.escape(h) for h in div.history[-5:])
-                parts.append(f"<details><summary>{html.escape(_('calls just before'))}</summary><code>{calls}</code></details>")
+                summary = html.escape(_("calls just before"))
+                parts.append(f"<details><summary>{summary}</summary><code>{calls}</code></details>")
         if result.hint:
-            parts.append(f"<div class='kvlab-hint'><b>{html.escape(_('Hint'))}:</b> {html.escape(result.hint)}</div>")
+            label = html.escape(_("Hint:"))
+            parts.append(f"<div class='kvlab-hint'><b>{label}</b> {html.escape(result.hint)}</div>")
         parts.append("</div>")
         return "".join(parts)
 
@@ -156,11 +158,12 @@ def divergence_view(result: LabResult) -> Any:
     trace, index, mine = traces
     with use_language(result.lang):
         views = ["free_queue", "pool"] if not trace.config.get("groups") else ["pool", "free_queue", "block_table", "events"]
-        left = w.VBox([w.HTML(f"<b>{html.escape(_('vLLM 0.22.1, at the divergence'))}</b>"),
+        left_title, right_title = _("vLLM 0.22.1, at the divergence"), _("yours, after the same call")
+        left = w.VBox([w.HTML(f"<b>{html.escape(left_title)}</b>"),
                        TracePlayer(trace, index=index, views=views, lang=result.lang)])  # fmt: skip
         panels = [left]
         if mine is not None:
-            panels.append(w.VBox([w.HTML(f"<b>{html.escape(_('yours, after the same call'))}</b>"),
+            panels.append(w.VBox([w.HTML(f"<b>{html.escape(right_title)}</b>"),
                                   TracePlayer(mine, views=views, lang=result.lang)]))  # fmt: skip
         box = w.VBox([w.HTML(result_html(result)), w.HBox(panels)])
         box.add_class("kvlab-divergence-view")
