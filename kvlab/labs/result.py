@@ -10,9 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.i18n import _, use_language
+from kvlab.i18n import N_, _, use_language
 
-__all__ = ["Divergence", "LabResult", "fmt_value", "source_name"]
+__all__ = ["FIELD_LABELS", "Divergence", "LabResult", "field_label", "fmt_value", "source_name"]
+
+
+FIELD_LABELS = {
+    "return value": N_("return value"), "free queue": N_("free queue"), "cached map": N_("cached map"),
+    "block ids": N_("block ids"), "events": N_("events"), "usage": N_("usage"),
+}
+"""Compared fields shown in words (the others are vLLM's identifiers, shown as they are)."""
+
+
+def field_label(name: str) -> str:
+    """A compared field's name as shown in reports (in the current language)."""
+    return _(FIELD_LABELS[name]) if name in FIELD_LABELS else name
 
 
 def source_name(source: str) -> str:
@@ -113,7 +125,7 @@ class Divergence:
         else:
             yours = _("yours")
             for name, (want, got) in self.fields.items():
-                lines.append(f"  {name}:")
+                lines.append(f"  {field_label(name)}:")
                 lines.append(f"    {who}: {fmt_value(want)}")
                 lines.append(f"    {yours}: {fmt_value(got)}")
         if self.history:

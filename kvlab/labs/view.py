@@ -15,7 +15,7 @@ from collections import OrderedDict
 from typing import Any
 
 from kvlab.i18n import _, use_language
-from kvlab.labs.result import LabResult, fmt_value, source_name
+from kvlab.labs.result import LabResult, field_label, fmt_value, source_name
 
 __all__ = ["divergence_traces", "divergence_view", "learner_state", "result_html"]
 
@@ -108,7 +108,7 @@ def _rows(result: LabResult) -> str:
         return f"<tr><th>{yours}</th><td colspan=2>{html.escape(str(what))}{where}</td></tr>"
     head = f"<tr><th></th><th>{html.escape(who)}</th><th>{yours}</th></tr>"
     body = "".join(
-        f"<tr><th>{html.escape(name)}</th><td><code>{html.escape(fmt_value(want))}</code></td>"
+        f"<tr><th>{html.escape(field_label(name))}</th><td><code>{html.escape(fmt_value(want))}</code></td>"
         f"<td style='background:#fde2e1'><code>{html.escape(fmt_value(got))}</code></td></tr>"
         for name, (want, got) in div.fields.items()
     )  # fmt: skip
