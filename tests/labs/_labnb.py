@@ -66,23 +66,38 @@ def _injection(nb: nbformat.NotebookNode) -> str:
     )
 
 
-def execute_lab(path: Path, with_reference: bool = True) -> tuple[nbformat.NotebookNode, list, float]:
+def execute_lab(path: Path, with_reference: bool = True,
+                twin: Path | None = None) -> tuple[nbformat.NotebookNode, list, float, nbformat.NotebookNode | None]:
     """Run a lab notebook as shipped, then (appended) with the reference solution injected.
 
+    Args:
+        path: The notebook (its folder is the kernel's working directory).
+        with_reference: Also run the check cells with the reference solution in place.
+        twin: A second notebook run *after* those, in the same kernel (the Chinese twin, whose
+            code cells are the same: they rebind every name it defines), to save a kernel start.
+
     Returns:
-        ``(the notebook with its as-shipped outputs, the appended cells' outputs, seconds)``.
+        ``(the notebook with its as-shipped outputs, the appended cells' outputs, seconds,
+        the twin with its outputs or None)``.
     """
     nb = nbformat.read(path, as_version=4)
     n = len(nb.cells)
     if with_reference:
         nb.cells.append(nbformat.v4.new_code_cell(_injection(nb)))
         nb.cells += [nbformat.v4.new_code_cell(c.source) for c in check_cells(nb)]
+    m = len(nb.cells)
+    other = nbformat.read(twin, as_version=4) if twin is not None else None
+    if other is not None:
+        nb.cells += other.cells
     client = NotebookClient(nb, timeout=TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}},
                             record_timing=False, store_widget_state=True)  # fmt: skip
     start = time.perf_counter()
     asyncio.run(asyncio.wait_for(client.async_execute(), TIMEOUT_S))
-    extra = [c.outputs for c in nb.cells[n:]]
+    if other is not None:
+        other.cells = nb.cells[m:]
+        other.metadata.setdefault("kvlab", {})["source_sha256"] = source_sha256(other)
+    extra = [c.outputs for c in nb.cells[n:m]]
     del nb.cells[n:]
     nb.metadata.setdefault("kvlab", {})["source_sha256"] = source_sha256(nb)
-    return nb, extra, time.perf_counter() - start
+    return nb, extra, time.perf_counter() - start, other

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
         return 2
     status = 0
     for path in paths:
-        nb, extra, seconds = execute_lab(path)
+        nb, extra, seconds, _twin = execute_lab(path)
         nbformat.write(nb, path)
         texts = ["".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in outs) for outs in extra[1:]]
         ok = all("✓" in t for t in texts)

@@ -84,3 +84,26 @@ def test_a_result_is_falsy_when_failed_and_scores_its_scenarios() -> None:
     assert result.seed == 3
     again = check("free_queue", bug.PopsFromTail, seed=3)
     assert (again.divergence.scenario, again.divergence.step) == (result.divergence.scenario, result.divergence.step)
+
+
+def test_kvlab_labs_imports_without_torch_or_widgets() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "class _Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('torch', 'triton', 'ipywidgets', 'anywidget', 'nbclient'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, _Block())\n"
+        "import kvlab.labs\n"
+        "from kvlab.core import FreeKVCacheBlockQueue\n"
+        "r = kvlab.labs.check('free_queue', FreeKVCacheBlockQueue, seed=0)\n"
+        "assert r.passed and 'torch' not in sys.modules\n"
+        "assert all(hasattr(kvlab.labs, n) for n in kvlab.labs.__all__)\n"
+        "print(r.scenarios_passed)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "11"
