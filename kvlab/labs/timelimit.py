@@ -89,7 +89,11 @@ def run_limited(fn: Callable[[], Any], limit_s: float) -> Outcome:
 
     thread = threading.Thread(target=target, name="kvlab-lab-scenario", daemon=True)
     thread.start()
-    thread.join(limit_s)
+    try:
+        thread.join(limit_s)
+    except KeyboardInterrupt:  # the learner interrupted the kernel: stop the scenario too
+        _raise_in(thread, ScenarioTimeout)
+        raise
     if thread.is_alive():
         # A learner's bare ``except:`` may swallow one exception: insist a few times.
         for _ in range(10):
