@@ -3,9 +3,11 @@
 ``playground.js`` calls ``run_json(scenario_json, lang)`` after each Run. It parses and runs the
 scenario on kvlab.core with an ``EventRecorder`` and answers one JSON object:
 
-* ``{"ok": true, "player": {...}, "notes": [...], "num_events": n, "num_steps": s}``:
-  ``player`` is the trace player's state (``kvlab.viz.export.player_html``'s, less the labels
-  the page adds): ``trace_data`` (``kvlab-trace/1``), ``views``, ``predict``, ``quiz`` ...;
+* ``{"ok": true, "player": {...}, "notes": [...], "num_events": n, "num_steps": s,
+  "block_hashes": [hex, ...]}``: ``player`` is the trace player's state
+  (``kvlab.viz.export.player_html``'s, less the labels the page adds): ``trace_data``
+  (``kvlab-trace/1``, which keeps 4 bytes of each hash), ``views``, ``predict``, ``quiz`` ...;
+  ``block_hashes`` are the trace's hashes in full, by hash index;
 * ``{"ok": false, "error": "..."}`` for a scenario kvlab refuses: the very message that
   ``kvlab.playground.run_scenario`` raises in CPython (``ScenarioError``, or kvlab.core's own
   ValueError / TypeError);
@@ -74,7 +76,8 @@ def run_json(text: str, lang: str = "en") -> str:
     try:
         scenario = parse_scenario(data)
         recorder = EventRecorder()
-        result = run_scenario(scenario, recorder)
+        with use_language(lang):
+            result = run_scenario(scenario, recorder)
         trace = recorder.lite_trace()
         player = player_state(trace, lang, scenario.predict)
     except (ScenarioError, ValueError, TypeError) as exc:
@@ -85,5 +88,6 @@ def run_json(text: str, lang: str = "en") -> str:
                       "share link.").format(error=f"{type(exc).__name__}: {exc}")  # fmt: skip
         return json.dumps({"ok": False, "error": error, "detail": traceback.format_exc()})
     return json.dumps({"ok": True, "player": player, "notes": result.notes,
-                       "num_events": len(trace), "num_steps": result.num_steps},
+                       "num_events": len(trace), "num_steps": result.num_steps,
+                       "block_hashes": [h.hex() for h in trace.hashes]},
                       separators=(",", ":"))  # fmt: skip

@@ -94,8 +94,8 @@ _PRESETS = (
         "nb06",
         N_("Notebook 6: the sliding window"),
         N_("With a window of 8 tokens, decoding replaces blocks that left the window with the "
-           "null_block (REQ_BLOCKS_NULLED) and frees them; after evict_blocks({1}), b still "
-           "hits 20 tokens, since only the window's blocks must be cached."),
+           "null_block (REQ_BLOCKS_NULLED) and frees them; once block 1 is evicted, b still hits "
+           "20 tokens: only the blocks inside the window must be cached."),
         "06_sliding_window_and_chunked_local",
         {"num_gpu_blocks": 24, "block_size": 4, "max_model_len": 256, "layers": [8],
          "driver": "calls",

@@ -55,6 +55,7 @@ from kvlab.core.kv_cache_manager import KVCacheManager
 from kvlab.core.kv_cache_utils import get_hash_fn_by_name, get_request_block_hasher, init_none_hash
 from kvlab.core.request import Request
 from kvlab.core.request_params import SamplingParams
+from kvlab.i18n import _
 from kvlab.playground.scenario import LIMITS, Call, RequestSpec, Scenario, ScenarioError
 
 __all__ = ["DEFAULT_OUTPUT_TOKEN", "HASH_SEED", "RunResult", "build_manager", "run_scenario"]
@@ -75,7 +76,7 @@ class RunResult:
         recorder: The recorder attached to it (None if the run had none).
         num_steps: Scheduler steps run (0 for the calls driver).
         notes: Plain sentences about what did not happen (refused allocations, requests that
-            never fit), in order.
+            never fit), in order, in the current language (``kvlab.i18n``).
     """
 
     manager: KVCacheManager
@@ -175,8 +176,8 @@ def _run_calls(scenario: Scenario, manager: KVCacheManager, requests: _Requests,
 
 
 def _refused(call: Call, notes: list[str], what: str) -> None:
-    notes.append(f"calls, line {call.line}: allocate_slots for {what} was refused (None): the "
-                 "free blocks do not cover it")  # fmt: skip
+    notes.append(_("calls, line {line}: allocate_slots for {what} was refused (None): the free "
+                   "blocks do not cover it").format(line=call.line, what=what))  # fmt: skip
 
 
 def _one_call(call: Call, manager: KVCacheManager, requests: _Requests, notes: list[str]) -> None:
@@ -203,7 +204,7 @@ def _one_call(call: Call, manager: KVCacheManager, requests: _Requests, notes: l
         for _ in range(int(call.args[1]) if len(call.args) > 1 else 1):
             req.append_output_token_ids(requests.next_output(req))
             if manager.allocate_slots(req, 1) is None:
-                _refused(call, notes, f"{req.request_id!r}'s next token")
+                _refused(call, notes, _("{request}'s next token").format(request=repr(req.request_id)))
                 return
             req.num_computed_tokens += 1
     elif name == "lookup":
@@ -232,7 +233,8 @@ def _run_scheduler(scenario: Scenario, manager: KVCacheManager, recorder: Any,
     step = 0
     while scheduler.has_unfinished_requests() or step <= last_arrival:
         if step >= LIMITS["steps"]:
-            notes.append(f"stopped after {step} scheduler steps (the playground's limit)")
+            notes.append(_("stopped after {steps} scheduler steps (the playground's limit)")
+                         .format(steps=step))  # fmt: skip
             break
         for req in arrivals.get(step, ()):
             scheduler.add_request(req)
@@ -243,9 +245,9 @@ def _run_scheduler(scenario: Scenario, manager: KVCacheManager, recorder: Any,
         step += 1
         if not output.num_scheduled_tokens and not scheduler.running and step > last_arrival:
             stuck = ", ".join(repr(r.request_id) for r in scheduler.waiting)
-            notes.append(f"stopped at step {step - 1}: nothing could be scheduled; waiting "
-                         f"request(s) {stuck} do not fit in the pool "
-                         f"({manager.block_pool.get_num_free_blocks()} free blocks)")  # fmt: skip
+            notes.append(_("stopped at step {step}: nothing could be scheduled; the waiting "
+                           "request(s) {requests} do not fit in the pool ({free} free blocks)").format(
+                step=step - 1, requests=stuck, free=manager.block_pool.get_num_free_blocks()))
             break
     return step
 
