@@ -64,8 +64,8 @@ def playground(out: Path, serve_it: bool, port: int, no_fetch: bool) -> None:
         raise click.ClickException(str(exc)) from exc
     except OSError as exc:
         raise click.ClickException(_("cannot write {out}: {error}").format(out=out, error=exc)) from exc
-    click.echo(_("kvlab playground: wrote {n} files ({mb:.1f} MB) to {out}").format(
-        n=len(report.sizes), mb=report.total_bytes / 1e6, out=out))  # fmt: skip
+    click.echo(_("kvlab playground: wrote {n} files ({size}) to {out}").format(
+        n=len(report.sizes), size=f"{report.total_bytes / 1e6:.1f} MB", out=out))  # fmt: skip
     if not serve_it:
         click.echo(_("Browsers run it only from a web server: kvlab playground --out {out} --serve")
                    .format(out=out))  # fmt: skip
@@ -73,7 +73,7 @@ def playground(out: Path, serve_it: bool, port: int, no_fetch: bool) -> None:
     try:
         server = serve(out, port)
     except OSError as exc:
-        raise click.ClickException(_("cannot serve on 127.0.0.1:{port}: {error}").format(
+        raise click.ClickException(_("cannot serve on port {port} of 127.0.0.1: {error}").format(
             port=port, error=exc)) from exc  # fmt: skip
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     click.echo(_("Serving {out} at {url} (Ctrl+C stops; {url}?lang=zh in Chinese)").format(

@@ -6,7 +6,7 @@
 // while showing what it loads, runs `kvlab.playground.browser.run_json` on Run and hands its
 // answer to the trace player (player.js: window.kvlabPlayer, the same code as export_html's).
 // Share puts the scenario in the URL (#s=base64url(JSON)); ?preset=nb03 opens a preset;
-// ?lang=zh shows the page in Chinese. Every label goes through t() with a literal English
+// ?lang=zh shows the page in Chinese. Every label is looked up by t with a literal English
 // message (kvlab/playground/strings.py lists them; a test compares the two).
 (function () {
   "use strict";
@@ -113,12 +113,12 @@
       const words = ui.text.value === "words";
       const ids = words ? wordIds(cells.prompt.value) : null;
       const n = words ? ids.length : idCount(cells.prompt.value);
-      preview.textContent = `${t(n === 1 ? "{n} token" : "{n} tokens", { n })}${words && n ? `: ${ids.slice(0, 24).join(" ")}${n > 24 ? " …" : ""}` : ""}`;
+      preview.textContent = `${(n === 1 ? t("{n} token", { n }) : t("{n} tokens", { n }))}${words && n ? `: ${ids.slice(0, 24).join(" ")}${n > 24 ? " …" : ""}` : ""}`;
     };
     cells.prompt.addEventListener("input", update);
     const row = el("tr", { cls: "pg-request" },
       el("td", {}, cells.id), el("td", {}, cells.prompt, preview), el("td", {}, cells.output),
-      el("td", { cls: "pg-sched" }, cells.arrival), el("td", {}, cells.max_tokens),
+      el("td", { cls: "pg-sched" }, cells.arrival), el("td", { cls: "pg-sched" }, cells.max_tokens),
       el("td", {}, el("button", { type: "button", cls: "pg-btn pg-remove", title: t("remove this request"),
         onclick: () => { row.remove(); } }, "✕")));
     row.cells_ = cells; row.update_ = update;
@@ -173,7 +173,7 @@
     ui.link.hidden = true;
     const table = el("table", { cls: "pg-requests" }, el("thead", {}, el("tr", {},
       el("th", {}, t("request id")), el("th", {}, t("prompt")), el("th", {}, t("output tokens")),
-      el("th", { cls: "pg-sched" }, t("arrival step")), el("th", {}, "max_tokens"), el("th", {}))), ui.rows);
+      el("th", { cls: "pg-sched" }, t("arrival step")), el("th", { cls: "pg-sched" }, "max_tokens"), el("th", {}))), ui.rows);
     root.append(
       el("div", { cls: "pg-row" }, field(t("preset"), ui.preset), el("button", { type: "button", cls: "pg-btn",
         onclick: () => { fill(DATA.presets[ui.preset.value].scenario, ui.preset.value); } }, t("load preset"))),
