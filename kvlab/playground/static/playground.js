@@ -350,6 +350,10 @@
   const first = initialScenario();
   fill(first.scenario, first.preset);
   if (first.error) showError(t("This link needs a look:"), first.error);
+  if (window.parent !== window && typeof ResizeObserver !== "undefined") {  // the site's frame grows with the page
+    new ResizeObserver(() => window.parent.postMessage({ kvlabPlaygroundHeight: document.documentElement.scrollHeight }, "*"))
+      .observe(document.body);
+  }
   const api = { ready, run, scenario, fill, share, wordIds, last: null, lang: LANG, timings };
   window.kvlabPlayground = api;
   ready.then(() => run(), () => {});
