@@ -121,23 +121,28 @@ def _fetch_pyodide(folder: Path) -> None:
         if digest != PYODIDE_SHA512:
             raise VendorError(f"{what}: {tarball.name} has sha512 {digest}, expected "
                               f"{PYODIDE_SHA512}")  # fmt: skip
-        part = folder.with_name(folder.name + ".part")
-        shutil.rmtree(part, ignore_errors=True)
-        part.mkdir(parents=True)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        # NOTE: extracted beside the target, then renamed: concurrent fetches (test workers)
+        # never see a half-written folder, and the first rename wins.
+        part = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
         with tarfile.open(tarball) as tar:
             for name in PYODIDE_FILES:
                 source = tar.extractfile(f"package/{name}")
                 if source is None:
                     raise VendorError(f"{what}: package/{name} is not in {tarball.name}")
                 (part / name).write_bytes(source.read())
-        shutil.rmtree(folder, ignore_errors=True)
-        part.rename(folder)
+        try:
+            part.rename(folder)
+        except OSError:  # another process finished first
+            shutil.rmtree(part, ignore_errors=True)
+            if not all((folder / name).is_file() for name in PYODIDE_FILES):
+                raise
 
 
 def _fetch_cbor2(wheel: Path) -> None:
     what = f"fetching {CBOR2_WHEEL} from PyPI"
     wheel.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=wheel.parent) as tmp:  # same file system: os.replace
         _run([sys.executable, "-m", "pip", "download", f"cbor2=={CBOR2_VERSION}", "--no-deps",
               "--only-binary=:all:", "--platform", "any", "--implementation", "py", "--abi",
               "none", "--python-version", "3.12", "--disable-pip-version-check", "-d", tmp],
@@ -148,7 +153,7 @@ def _fetch_cbor2(wheel: Path) -> None:
         digest = hashlib.sha256(got.read_bytes()).hexdigest()
         if digest != CBOR2_SHA256:
             raise VendorError(f"{what}: sha256 {digest}, expected {CBOR2_SHA256}")
-        shutil.copyfile(got, wheel)
+        os.replace(got, wheel)  # atomic: concurrent fetches never see half a wheel
 
 
 def fetch() -> list[Path]:
