@@ -29,7 +29,8 @@ sys.path.insert(0, str(REPO / "tests" / "viz"))
 
 BARE = """<!doctype html><script src="pyodide/pyodide.js"></script><script>
 const t0 = performance.now();
-loadPyodide({indexURL: new URL("pyodide/", location.href).href}).then(() => { window.bare = performance.now() - t0; });
+loadPyodide({indexURL: new URL("pyodide/", location.href).href})
+  .then(() => { window.bare = performance.now() - t0; });
 </script>"""
 
 
@@ -42,7 +43,9 @@ def main() -> int:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "playground.md")
+    parser.add_argument(
+        "--out", type=Path, default=REPO / "benchmarks" / "results" / "playground.md"
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp()) / "playground"
     report = build_playground(folder)
@@ -58,16 +61,18 @@ def main() -> int:
             bare.append(page.evaluate("() => window.bare"))
         with browser_page((base,)) as (page, _guard):
             page.goto(base + "index.html")
-            page.wait_for_function("() => window.kvlabPlayground && window.kvlabPlayground.last",
-                                   timeout=120_000)  # fmt: skip
+            page.wait_for_function(
+                "() => window.kvlabPlayground && window.kvlabPlayground.last", timeout=120_000
+            )
             timings = page.evaluate("() => window.kvlabPlayground.timings")
             first.append(timings["first_run"])
             stages.append(timings)
     runs = []
     with browser_page((base,)) as (page, _guard):
         page.goto(base + "index.html")
-        page.wait_for_function("() => window.kvlabPlayground && window.kvlabPlayground.last",
-                               timeout=120_000)  # fmt: skip
+        page.wait_for_function(
+            "() => window.kvlabPlayground && window.kvlabPlayground.last", timeout=120_000
+        )
         for name, preset in PRESETS.items():
             browser_ms = []
             for _ in range(3):
@@ -83,6 +88,12 @@ def main() -> int:
             runs.append((name, answer["num_events"], min(browser_ms), min(cpython_ms)))
     server.shutdown()
     med = statistics.median
+
+    def ms(values: list[float]) -> str:
+        return ", ".join(f"{x:.0f}" for x in values)
+
+    start = med([s["stage1"] - s["stage0"] for s in stages]) / 1000
+    unpack = med([s["stage3"] - s["stage1"] for s in stages]) / 1000
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [
         "# kvlab playground: load and run times in Chromium",
@@ -95,20 +106,22 @@ def main() -> int:
         "",
         "| measure | median of rounds | rounds (ms) |",
         "|---|---|---|",
-        f"| bare Pyodide: loadPyodide() (baseline) | {med(bare) / 1000:.2f} s | {', '.join(f'{x:.0f}' for x in bare)} |",
-        f"| playground: page opened to first trace drawn | {med(first) / 1000:.2f} s | {', '.join(f'{x:.0f}' for x in first)} |",
+        f"| bare Pyodide: loadPyodide() (baseline) | {med(bare) / 1000:.2f} s | {ms(bare)} |",
+        f"| playground: page opened to first trace drawn | {med(first) / 1000:.2f} s "
+        f"| {ms(first)} |",
         f"| ratio playground first run / bare Pyodide | {med(first) / med(bare):.2f}x | |",
-        f"| of which Pyodide start (stage 0 to 1) | {med([s['stage1'] - s['stage0'] for s in stages]) / 1000:.2f} s | |",
-        f"| of which unpack + import kvlab.core | {med([s['stage3'] - s['stage1'] for s in stages]) / 1000:.2f} s | |",
+        f"| of which Pyodide start (stage 0 to 1) | {start:.2f} s | |",
+        f"| of which unpack + import kvlab.core | {unpack:.2f} s | |",
         f"| of which the first run (Python) | {med([s['run'] for s in stages]):.0f} ms | |",
         "",
-        "Warm page, each preset (best of 3), against the same scenario run in CPython (no recorder):",
+        "Warm page, each preset (best of 3), against the same scenario run in CPython (no "
+        "recorder):",
         "",
         "| preset | events | browser: run + encode + draw | CPython: run | ratio |",
         "|---|---|---|---|---|",
         *(f"| {n} | {e} | {b:.0f} ms | {c:.1f} ms | {b / c:.0f}x |" for n, e, b, c in runs),
         "",
-    ]  # fmt: skip
+    ]
     args.out.write_text("\n".join(lines), encoding="utf-8")
     print("\n".join(lines))
     print(json.dumps({"bare_ms": bare, "first_ms": first}))

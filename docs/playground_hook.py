@@ -24,7 +24,8 @@ PLACEHOLDER = '<div class="kvlab-playground-frame"></div>'
 FRAME = (
     '<iframe class="kvlab-playground" src="{src}" title="kvlab playground" loading="eager" '
     'style="width:100%;height:2200px;border:1px solid #c8c8c8;border-radius:8px"></iframe>\n'
-    "<script>addEventListener('message', (e) => {{ const h = e.data && e.data.kvlabPlaygroundHeight;"
+    "<script>addEventListener('message', (e) => {{"
+    " const h = e.data && e.data.kvlabPlaygroundHeight;"
     " if (h) document.querySelector('iframe.kvlab-playground').style.height = `${{h + 24}}px`; }});"
     "</script>"
 )
@@ -57,4 +58,6 @@ def on_post_build(config) -> None:
     except VendorError as exc:
         log.error("the Playground page needs its files: %s", exc)
         return
-    log.info("playground: %d files, %.1f MB in %s", len(report.sizes), report.total_bytes / 1e6, out)
+    log.info(
+        "playground: %d files, %.1f MB in %s", len(report.sizes), report.total_bytes / 1e6, out
+    )

@@ -29,6 +29,16 @@ from kvlab.playground.scenario import (
 )
 
 __all__ = [
-    "DEFAULTS", "LIMITS", "PRESETS", "Preset", "RunResult", "Scenario", "ScenarioError",
-    "build_manager", "parse_scenario", "run_scenario", "token_ids", "word_ids",
+    "DEFAULTS",
+    "LIMITS",
+    "PRESETS",
+    "Preset",
+    "RunResult",
+    "Scenario",
+    "ScenarioError",
+    "build_manager",
+    "parse_scenario",
+    "run_scenario",
+    "token_ids",
+    "word_ids",
 ]

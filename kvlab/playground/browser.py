@@ -63,8 +63,15 @@ def player_state(trace: LiteTrace, lang: str, predict: list[str]) -> dict[str, A
     """The player's state for ``trace`` (labels excepted), questions in ``lang``."""
     with use_language(lang):
         quiz = quiz_dicts(trace, predict) if predict else []
-    return {**PLAYER_DEFAULTS, "views": default_views(trace), "trace_data": encode_lite_trace(trace),
-            "num_events": len(trace), "predict": list(predict), "quiz": quiz, "lang": lang}  # fmt: skip
+    return {
+        **PLAYER_DEFAULTS,
+        "views": default_views(trace),
+        "trace_data": encode_lite_trace(trace),
+        "num_events": len(trace),
+        "predict": list(predict),
+        "quiz": quiz,
+        "lang": lang,
+    }
 
 
 def run_json(text: str, lang: str = "en") -> str:
@@ -84,10 +91,18 @@ def run_json(text: str, lang: str = "en") -> str:
         return json.dumps({"ok": False, "error": str(exc)})
     except Exception as exc:  # noqa: BLE001 - a bug: say so and show where
         with use_language(lang):
-            error = _("kvlab hit an internal error ({error}); please report it with the "
-                      "share link.").format(error=f"{type(exc).__name__}: {exc}")  # fmt: skip
+            error = _(
+                "kvlab hit an internal error ({error}); please report it with the share link."
+            ).format(error=f"{type(exc).__name__}: {exc}")
         return json.dumps({"ok": False, "error": error, "detail": traceback.format_exc()})
-    return json.dumps({"ok": True, "player": player, "notes": result.notes,
-                       "num_events": len(trace), "num_steps": result.num_steps,
-                       "block_hashes": [h.hex() for h in trace.hashes]},
-                      separators=(",", ":"))  # fmt: skip
+    return json.dumps(
+        {
+            "ok": True,
+            "player": player,
+            "notes": result.notes,
+            "num_events": len(trace),
+            "num_steps": result.num_steps,
+            "block_hashes": [h.hex() for h in trace.hashes],
+        },
+        separators=(",", ":"),
+    )

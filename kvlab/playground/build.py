@@ -67,9 +67,13 @@ BROWSER_MODULES = (
 """The kvlab files the browser runs (globs under the kvlab package), shipped verbatim."""
 
 _PACKAGE_INITS = {
-    "kvlab/__init__.py": '"""kvlab as the browser playground ships it: kvlab.core, kvlab.playground and the\n'
-    'numpy-free parts of kvlab.trace and kvlab.i18n (kvlab/playground/build.py)."""\n',
-    "kvlab/trace/__init__.py": '"""kvlab.trace in the browser playground: events, hooks and metadata only."""\n',
+    "kvlab/__init__.py": (
+        '"""kvlab as the browser playground ships it: kvlab.core, kvlab.playground and\n'
+        'the numpy-free parts of kvlab.trace and kvlab.i18n (kvlab/playground/build.py)."""\n'
+    ),
+    "kvlab/trace/__init__.py": (
+        '"""kvlab.trace in the browser playground: events, hooks and metadata only."""\n'
+    ),
 }
 
 
@@ -118,7 +122,11 @@ def python_bundle(fetch_missing: bool = True) -> bytes:
                 out.writestr(_info(name), path.read_bytes())
         with zipfile.ZipFile(vendor.cbor2_wheel(fetch_missing)) as wheel:
             for name in wheel.namelist():
-                if name.startswith("cbor2/") and name.endswith(".py") or name.endswith("LICENSE.txt"):
+                if (
+                    name.startswith("cbor2/")
+                    and name.endswith(".py")
+                    or name.endswith("LICENSE.txt")
+                ):
                     target = name if name.startswith("cbor2/") else "cbor2/LICENSE.txt"
                     out.writestr(_info(target), wheel.read(name))
     return buffer.getvalue()
@@ -162,26 +170,29 @@ def page_html() -> str:
     data = json.dumps(page_data(), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
     with use_language("en"):
         title = html.escape(playground_strings("en").get("kvlab playground", "kvlab playground"))
-    return "\n".join([
-        "<!doctype html>",
-        '<html lang="en">',
-        "<head>",
-        '<meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{title}</title>",
-        '<link rel="stylesheet" href="player.css">',
-        '<link rel="stylesheet" href="playground.css">',
-        "</head>",
-        "<body>",
-        '<div id="kvlab-playground"><noscript>The kvlab playground needs JavaScript.</noscript></div>',
-        f'<script type="application/json" id="kvlab-playground-data">{data}</script>',
-        '<script src="pyodide/pyodide.js"></script>',
-        '<script src="player.js"></script>',
-        '<script src="playground.js"></script>',
-        "</body>",
-        "</html>",
-        "",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            "<!doctype html>",
+            '<html lang="en">',
+            "<head>",
+            '<meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{title}</title>",
+            '<link rel="stylesheet" href="player.css">',
+            '<link rel="stylesheet" href="playground.css">',
+            "</head>",
+            "<body>",
+            '<div id="kvlab-playground">',
+            "<noscript>The kvlab playground needs JavaScript.</noscript></div>",
+            f'<script type="application/json" id="kvlab-playground-data">{data}</script>',
+            '<script src="pyodide/pyodide.js"></script>',
+            '<script src="player.js"></script>',
+            '<script src="playground.js"></script>',
+            "</body>",
+            "</html>",
+            "",
+        ]
+    )
 
 
 _NOTICE = """kvlab playground: kvlab.core running in the browser through Pyodide.

@@ -30,14 +30,36 @@ FORMAT = "kvlab-trace/1"
 GROUP_BITS = 16
 """``kvlab.trace.tables.GROUP_BITS``: a key code is ``hash_index << 16 | group``."""
 
-_COLUMN_DTYPES = {"kind": "<u1", "depth": "<u1", "group": "<i4*", "request": "<i4*",
-                  "a": "<i4*", "b": "<i4*", "offsets": "<u4*", "payload": "<i4*",
-                  "step_seq": "<i4", "step_val": "<i4"}  # fmt: skip
+_COLUMN_DTYPES = {
+    "kind": "<u1",
+    "depth": "<u1",
+    "group": "<i4*",
+    "request": "<i4*",
+    "a": "<i4*",
+    "b": "<i4*",
+    "offsets": "<u4*",
+    "payload": "<i4*",
+    "step_seq": "<i4",
+    "step_val": "<i4",
+}
 # numpy's dtype.str -> (array typecode, item size); 1-byte types have no byte order ("|").
-_TYPES = {"|i1": ("b", 1), "|u1": ("B", 1), "<i2": ("h", 2), "<u2": ("H", 2), "<i4": ("i", 4),
-          "<u4": ("I", 4), "<f8": ("d", 8)}  # fmt: skip
-_BOUNDS = {"|i1": (-(2**7), 2**7 - 1), "|u1": (0, 2**8 - 1), "<i2": (-(2**15), 2**15 - 1),
-           "<u2": (0, 2**16 - 1), "<i4": (-(2**31), 2**31 - 1), "<u4": (0, 2**32 - 1)}  # fmt: skip
+_TYPES = {
+    "|i1": ("b", 1),
+    "|u1": ("B", 1),
+    "<i2": ("h", 2),
+    "<u2": ("H", 2),
+    "<i4": ("i", 4),
+    "<u4": ("I", 4),
+    "<f8": ("d", 8),
+}
+_BOUNDS = {
+    "|i1": (-(2**7), 2**7 - 1),
+    "|u1": (0, 2**8 - 1),
+    "<i2": (-(2**15), 2**15 - 1),
+    "<u2": (0, 2**16 - 1),
+    "<i4": (-(2**31), 2**31 - 1),
+    "<u4": (0, 2**32 - 1),
+}
 
 
 def _canonical(dtype: str) -> str:
@@ -95,8 +117,12 @@ def encode_state(state: InitialState) -> dict[str, Any]:
     groups = []
     for per_req in state.req_to_blocks:
         items = list(per_req.items())
-        groups.append({"requests": encode_array([r for r, _ in items], "<i4"),
-                       **_ragged([b for _, b in items])})  # fmt: skip
+        groups.append(
+            {
+                "requests": encode_array([r for r, _ in items], "<i4"),
+                **_ragged([b for _, b in items]),
+            }
+        )
     return {
         "num_blocks": state.num_blocks,
         "num_groups": state.num_groups,
@@ -104,8 +130,10 @@ def encode_state(state: InitialState) -> dict[str, Any]:
         "free_queue": encode_array(state.free_queue, "<i4"),
         "ref_cnt": encode_array(state.ref_cnt, "<i4"),
         "block_hash": encode_array(state.block_hash, "<f8"),
-        "cached": {"codes": encode_array([c for c, _ in cached], "<f8"),
-                   **_ragged([ids for _, ids in cached])},  # fmt: skip
+        "cached": {
+            "codes": encode_array([c for c, _ in cached], "<f8"),
+            **_ragged([ids for _, ids in cached]),
+        },
         "req_to_blocks": groups,
     }
 
@@ -120,8 +148,11 @@ def _hash_tree(trace: LiteTrace) -> dict[str, Any]:
     chains: list[list[int]] = [[] for _ in trace.requests]
     for r, chain in tree.chains.items():
         chains[index[r]] = chain
-    return {"parent": encode_array(parent, "<i4"), "position": encode_array(position, "<i4"),
-            "chains": _ragged(chains)}  # fmt: skip
+    return {
+        "parent": encode_array(parent, "<i4"),
+        "position": encode_array(position, "<i4"),
+        "chains": _ragged(chains),
+    }
 
 
 def encode_lite_trace(trace: LiteTrace) -> dict[str, Any]:
@@ -133,7 +164,9 @@ def encode_lite_trace(trace: LiteTrace) -> dict[str, Any]:
     columns = {}
     for name, dtype in _COLUMN_DTYPES.items():
         values = getattr(trace, name)
-        columns[name] = encode_array(values, narrowest(values, dtype) if dtype.endswith("*") else dtype)
+        columns[name] = encode_array(
+            values, narrowest(values, dtype) if dtype.endswith("*") else dtype
+        )
     prefix = [b for h in trace.hashes for b in (h[:4] + bytes(4))[:4]]
     return {
         "format": FORMAT,
@@ -142,9 +175,14 @@ def encode_lite_trace(trace: LiteTrace) -> dict[str, Any]:
         "requests": list(trace.requests),
         "hashes": encode_array(prefix, "<u1"),
         "call_names": list(trace.call_names),
-        "call_specs": {name: {"args": list(s.args), "result": list(s.result),
-                              "pack": None if s.pack is None else list(s.pack)}
-                       for name, s in CALL_SPECS.items()},  # fmt: skip
+        "call_specs": {
+            name: {
+                "args": list(s.args),
+                "result": list(s.result),
+                "pack": None if s.pack is None else list(s.pack),
+            }
+            for name, s in CALL_SPECS.items()
+        },
         "kinds": [k.name for k in EventKind],
         "config": json.loads(json.dumps(trace.config, default=str)),
         "initial": encode_state(trace.initial),

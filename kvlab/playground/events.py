@@ -62,8 +62,16 @@ class InitialState:
 
 def initial_state_fresh(num_blocks: int, num_groups: int = 1) -> InitialState:
     """A new BlockPool's state: block 0 is the null block, 1..n-1 queued (``KVState.fresh``)."""
-    return InitialState(num_blocks, num_groups, 0, list(range(1, num_blocks)), [0] * num_blocks,
-                        [-1] * num_blocks, {}, [{} for _ in range(num_groups)])  # fmt: skip
+    return InitialState(
+        num_blocks,
+        num_groups,
+        0,
+        list(range(1, num_blocks)),
+        [0] * num_blocks,
+        [-1] * num_blocks,
+        {},
+        [{} for _ in range(num_groups)],
+    )
 
 
 @dataclass
@@ -148,11 +156,15 @@ class EventRecorder(HookBuffer):
             raise RuntimeError("attach the EventRecorder to a manager that holds no request")
         null = pool.null_block
         self.initial = InitialState(
-            len(pool.blocks), len(managers), None if null is None else null.block_id,
+            len(pool.blocks),
+            len(managers),
+            None if null is None else null.block_id,
             [b.block_id for b in pool.free_block_queue.get_all_free_blocks()],
-            [b.ref_cnt for b in pool.blocks], [-1] * len(pool.blocks), {},
+            [b.ref_cnt for b in pool.blocks],
+            [-1] * len(pool.blocks),
+            {},
             [{} for _ in managers],
-        )  # fmt: skip
+        )
         self.config = manager_config(kv_cache_manager)
         kv_cache_manager.set_recorder(self)
         self.manager = kv_cache_manager
@@ -199,8 +211,9 @@ class EventRecorder(HookBuffer):
             return
         side_rows = [i for i, r in enumerate(rows) if r[0] in _SIDE_KINDS]
         if len(side_rows) != len(self._side):
-            raise RuntimeError(f"recorder side list out of step: {len(self._side)} items, "
-                               f"{len(side_rows)} rows")  # fmt: skip
+            raise RuntimeError(
+                f"recorder side list out of step: {len(self._side)} items, {len(side_rows)} rows"
+            )
         items = list(zip(side_rows, self._side, strict=True))
         for i, h in items:  # NOTE: lookups first, then evictions, then stores (as columnarise)
             if rows[i][0] == K.LOOKED_UP:
@@ -240,7 +253,9 @@ class EventRecorder(HookBuffer):
         for (kind, call_id), sel in by_key.items():
             spec = CALL_SPECS.get(self._call_names[call_id])
             is_end = kind == K.CALL_END
-            order = None if spec is None else (tuple(range(len(spec.result))) if is_end else spec.pack)
+            order = (
+                None if spec is None else (tuple(range(len(spec.result))) if is_end else spec.pack)
+            )
             values = [tuple(int(v) for v in rows[i][5]) for i in sel]
             loose = order is None or any(len(v) != len(order) for v in values)
             for i, v in zip(sel, values, strict=True):
@@ -275,8 +290,19 @@ class EventRecorder(HookBuffer):
         self._flush()
         c = self.cols
         return LiteTrace(
-            list(c["kind"]), list(c["depth"]), list(c["group"]), list(c["request"]),
-            list(c["a"]), list(c["b"]), list(self.offsets), list(self.payload),
-            list(self.step_seq), list(self.step_val), list(self.requests), list(self.hashes),
-            list(self._call_names), initial, dict(self.config),
-        )  # fmt: skip
+            list(c["kind"]),
+            list(c["depth"]),
+            list(c["group"]),
+            list(c["request"]),
+            list(c["a"]),
+            list(c["b"]),
+            list(self.offsets),
+            list(self.payload),
+            list(self.step_seq),
+            list(self.step_val),
+            list(self.requests),
+            list(self.hashes),
+            list(self._call_names),
+            initial,
+            dict(self.config),
+        )

@@ -18,8 +18,14 @@ from typing import Any
 
 from kvlab.i18n import _, ngettext
 from kvlab.playground.events import LiteTrace
-from kvlab.trace.events import CALL_SPECS, VERBATIM, WIDE, EventKind, unpack_fixed_point
-from kvlab.trace.events import unpack_wide
+from kvlab.trace.events import (
+    CALL_SPECS,
+    VERBATIM,
+    WIDE,
+    EventKind,
+    unpack_fixed_point,
+    unpack_wide,
+)
 
 __all__ = ["PREDICT_KINDS", "quiz_dicts"]
 
@@ -58,10 +64,14 @@ class _Calls:
         cid = t.group[begin]
         name = t.call_names[cid] if 0 <= cid < len(t.call_names) else f"call#{cid}"
         request = t.request[begin]
-        return {"begin": begin, "end": end, "name": name,
-                "request": None if request < 0 else t.requests[request],
-                "args": _decode(name, t, begin, False),
-                "result": {} if end < 0 else _decode(name, t, end, True)}  # fmt: skip
+        return {
+            "begin": begin,
+            "end": end,
+            "name": name,
+            "request": None if request < 0 else t.requests[request],
+            "args": _decode(name, t, begin, False),
+            "result": {} if end < 0 else _decode(name, t, end, True),
+        }
 
 
 def _decode(name: str, t: LiteTrace, i: int, is_end: bool) -> dict[str, Any]:
@@ -69,15 +79,20 @@ def _decode(name: str, t: LiteTrace, i: int, is_end: bool) -> dict[str, Any]:
     a, b, payload = t.a[i], t.b[i], t.payload_of(i)
     spec = CALL_SPECS.get(name)
     if a in (VERBATIM, WIDE) or spec is None:
-        values = (list(payload) if a == VERBATIM else list(unpack_wide(payload)) if a == WIDE
-                  else [a, b, *payload])  # fmt: skip
+        values = (
+            list(payload)
+            if a == VERBATIM
+            else list(unpack_wide(payload))
+            if a == WIDE
+            else [a, b, *payload]
+        )
         names = None if spec is None else (spec.result if is_end else spec.args)
         if names and len(names) == len(values):
-            return dict(zip(names, values))
+            return dict(zip(names, values, strict=True))
         return {("result" if is_end else "args"): values} if values else {}
     if is_end:
-        return dict(zip(spec.result, spec.unpack_result(a, b, payload)))
-    return dict(zip(spec.args, spec.unpack_args(a, b, payload)))
+        return dict(zip(spec.result, spec.unpack_result(a, b, payload), strict=True))
+    return dict(zip(spec.args, spec.unpack_args(a, b, payload), strict=True))
 
 
 class _QueueState:
@@ -102,7 +117,7 @@ class _QueueState:
         elif kind == K.BLOCK_STORED:
             p = t.payload_of(i)
             n = len(p) // 2
-            for bid, h in zip(p[:n], p[n:]):
+            for bid, h in zip(p[:n], p[n:], strict=True):
                 self.block_hash[bid] = (h << _GROUP_BITS) | t.group[i]
         elif kind == K.BLOCK_REMOVED:
             self.block_hash[t.a[i]] = -1
@@ -121,8 +136,12 @@ def quiz_dicts(trace: LiteTrace, kinds: Iterable[str] = PREDICT_KINDS) -> list[d
     bad = [k for k in kinds if k not in PREDICT_KINDS]
     if bad:
         raise ValueError(f"predict must hold kinds from {PREDICT_KINDS}, got {list(kinds)}")
-    wanted = {K.POPLEFT: "popleft", K.POPLEFT_N: "popleft", K.BLOCK_REMOVED: "evict",
-              K.CALL_END: "hit"}  # fmt: skip
+    wanted = {
+        K.POPLEFT: "popleft",
+        K.POPLEFT_N: "popleft",
+        K.BLOCK_REMOVED: "evict",
+        K.CALL_END: "hit",
+    }
     calls = _Calls(trace)
     gcb = {i for i, n in enumerate(trace.call_names) if n == "get_computed_blocks"}
     found: list[tuple[int, int, str]] = []
@@ -147,12 +166,20 @@ def quiz_dicts(trace: LiteTrace, kinds: Iterable[str] = PREDICT_KINDS) -> list[d
     return sorted(points, key=lambda p: p["reveal"])
 
 
-def _point(kind: str, ask: int, reveal: int, question: str, options: tuple, explanation: str
-           ) -> dict[str, Any]:  # fmt: skip
+def _point(
+    kind: str, ask: int, reveal: int, question: str, options: tuple, explanation: str
+) -> dict[str, Any]:
     choices, values, answer = options
-    return {"kind": kind, "ask": ask, "reveal": reveal, "question": question,
-            "choices": list(choices), "values": list(values), "answer": answer,
-            "explanation": explanation}  # fmt: skip
+    return {
+        "kind": kind,
+        "ask": ask,
+        "reveal": reveal,
+        "question": question,
+        "choices": list(choices),
+        "values": list(values),
+        "answer": answer,
+        "explanation": explanation,
+    }
 
 
 def _blocks_label(block_ids: list[int]) -> str:
@@ -168,8 +195,9 @@ def _then(first: str, second: str) -> str:
     return _("{first} {second}").format(first=first, second=second)
 
 
-def _popleft(t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: int
-             ) -> dict[str, Any] | None:  # fmt: skip
+def _popleft(
+    t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: int
+) -> dict[str, Any] | None:
     single = t.kind[reveal] == K.POPLEFT
     taken = [t.a[reveal]] if single else t.payload_of(reveal)
     n, queue = len(taken), state.free_queue
@@ -183,8 +211,9 @@ def _popleft(t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: 
         return None
     call = calls.call_of(reveal) if calls.parent[reveal] >= 0 else None
     if call and call["request"]:
-        who = _("{call} for request {request}").format(call=call["name"],
-                                                       request=repr(call["request"]))  # fmt: skip
+        who = _("{call} for request {request}").format(
+            call=call["name"], request=repr(call["request"])
+        )
     else:
         who = _("the pool")
     how = "popleft()" if single else f"popleft_n({n})"
@@ -224,8 +253,9 @@ def _popped_before(t: LiteTrace, reveal: int) -> list[int] | None:
     return t.payload_of(reveal - 1)
 
 
-def _evict(t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: int
-           ) -> dict[str, Any] | None:  # fmt: skip
+def _evict(
+    t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: int
+) -> dict[str, Any] | None:
     popped = _popped_before(t, reveal) or []
     truth = t.a[reveal]
     hashed = [b for b in popped if state.block_hash[b] >= 0]
@@ -279,14 +309,19 @@ def _group_label(config: dict[str, Any], g: int) -> str:
         return _("group {kv_cache_group_id}").format(kv_cache_group_id=g)
     entry = groups[g]
     spec = str(entry.get("spec", "?")).removesuffix("Spec")
-    extra = (_(" (window {sliding_window})").format(sliding_window=entry["sliding_window"])
-             if entry.get("sliding_window") else "")  # fmt: skip
+    extra = (
+        _(" (window {sliding_window})").format(sliding_window=entry["sliding_window"])
+        if entry.get("sliding_window")
+        else ""
+    )
     return _("group {kv_cache_group_id} · {spec}{extra}").format(
-        kv_cache_group_id=g, spec=spec, extra=extra)  # fmt: skip
+        kv_cache_group_id=g, spec=spec, extra=extra
+    )
 
 
-def _hit(t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: int
-         ) -> dict[str, Any] | None:  # fmt: skip
+def _hit(
+    t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: int
+) -> dict[str, Any] | None:
     call = calls.call_of(reveal)
     truth = int(call["result"]["num_new_computed_tokens"])
     num_tokens, num_hashes = int(call["args"]["num_tokens"]), int(call["args"]["num_block_hashes"])
@@ -322,10 +357,10 @@ def _hit_reason(t: LiteTrace, call: dict[str, Any], truth: int, bs: int) -> str:
     if rows:
         turns = _("; ").join(
             _("iteration {iteration}, {group}: {hit_in} -> {hit_out}").format(
-                iteration=it, group=_group_label(t.config, gids[0]), hit_in=hit_in,
-                hit_out=hit_out)
+                iteration=it, group=_group_label(t.config, gids[0]), hit_in=hit_in, hit_out=hit_out
+            )
             for it, gids, hit_in, hit_out in rows
-        )  # fmt: skip
+        )
         return _(
             "The hybrid fixed point (HybridKVCacheCoordinator) settles at {truth} tokens ({turns})."
         ).format(truth=truth, turns=turns)
@@ -347,16 +382,21 @@ def _hit_reason(t: LiteTrace, call: dict[str, Any], truth: int, bs: int) -> str:
         return found.format(manager=manager, truth=truth, lookups=len(probes))
     hits = probes.index(False) if False in probes else len(probes)
     if False in probes:
-        rule = _("block {hits}'s block_hash is not in cached_block_hash_to_block, and the "
-                 "chained hashes stop the scan there: {hits} full blocks hit")  # fmt: skip
+        rule = _(
+            "block {hits}'s block_hash is not in cached_block_hash_to_block, and the "
+            "chained hashes stop the scan there: {hits} full blocks hit"
+        )
         rule = rule.format(hits=hits)
     elif hits == cap_blocks < num_hashes:
-        rule = _("every probed block hits, and the cap binds: at most num_tokens - 1 = {cap} "
-                 "tokens may hit (one token is left to compute logits), {cap_blocks} full "
-                 "blocks").format(cap=num_tokens - 1, cap_blocks=cap_blocks)  # fmt: skip
+        rule = _(
+            "every probed block hits, and the cap binds: at most num_tokens - 1 = {cap} "
+            "tokens may hit (one token is left to compute logits), {cap_blocks} full "
+            "blocks"
+        ).format(cap=num_tokens - 1, cap_blocks=cap_blocks)
     else:
-        rule = _("all {hits} full blocks hit; the last {rest} tokens (the partial block) are "
-                 "recomputed").format(hits=hits, rest=num_tokens - hits * bs)  # fmt: skip
+        rule = _(
+            "all {hits} full blocks hit; the last {rest} tokens (the partial block) are recomputed"
+        ).format(hits=hits, rest=num_tokens - hits * bs)
     out = _(
         "find_longest_cache_hit scans the block hashes left to right: {rule} = {tokens} tokens."
     ).format(rule=rule, tokens=hits * bs)

@@ -116,17 +116,22 @@ def build_manager(scenario: Scenario) -> tuple[KVCacheManager, Any]:
             name (its own message).
     """
     specs = [_spec(layer, scenario.block_size) for layer in scenario.layers]
-    manager_args = {"max_model_len": scenario.max_model_len, "hash_block_size": scenario.block_size,
-                    "enable_caching": scenario.enable_caching}  # fmt: skip
+    manager_args = {
+        "max_model_len": scenario.max_model_len,
+        "hash_block_size": scenario.block_size,
+        "enable_caching": scenario.enable_caching,
+    }
     groups = [KVCacheGroupSpec([f"layer{i}"], spec) for i, spec in enumerate(specs)]
     config = KVCacheConfig(scenario.num_gpu_blocks, [], groups)
     manager = KVCacheManager(config, **manager_args)
     for spec in specs:
         window = getattr(spec, "sliding_window", None)
         if window is not None and window > scenario.max_model_len:
-            raise ScenarioError(f"a sliding window of {window} tokens is longer than "
-                                f"max_model_len ({scenario.max_model_len} tokens); a window "
-                                "must be at most max_model_len")  # fmt: skip
+            raise ScenarioError(
+                f"a sliding window of {window} tokens is longer than "
+                f"max_model_len ({scenario.max_model_len} tokens); a window "
+                "must be at most max_model_len"
+            )
     hash_fn = _hash_fn(scenario.hash)
     seed = os.environ.get("PYTHONHASHSEED")
     os.environ["PYTHONHASHSEED"] = HASH_SEED
@@ -145,8 +150,11 @@ class _Requests:
 
     def __init__(self, scenario: Scenario, hash_fn: Any) -> None:
         self.specs = {r.request_id: r for r in scenario.requests}
-        self.hasher = (get_request_block_hasher(scenario.block_size, hash_fn)
-                       if scenario.enable_caching else None)  # fmt: skip
+        self.hasher = (
+            get_request_block_hasher(scenario.block_size, hash_fn)
+            if scenario.enable_caching
+            else None
+        )
         self.built: dict[str, Request] = {}
 
     def get(self, request_id: str) -> Request:
@@ -158,8 +166,9 @@ class _Requests:
     def make(self, spec: RequestSpec) -> Request:
         try:
             params = SamplingParams(max_tokens=spec.max_tokens)
-            return Request(spec.request_id, list(spec.prompt), params, None,
-                           block_hasher=self.hasher)  # fmt: skip
+            return Request(
+                spec.request_id, list(spec.prompt), params, None, block_hasher=self.hasher
+            )
         except (TypeError, ValueError) as exc:
             raise ScenarioError(f"request {spec.request_id!r}: {exc}") from None
 
@@ -169,15 +178,20 @@ class _Requests:
         return output[k] if k < len(output) else DEFAULT_OUTPUT_TOKEN
 
 
-def _run_calls(scenario: Scenario, manager: KVCacheManager, requests: _Requests,
-               notes: list[str]) -> None:  # fmt: skip
+def _run_calls(
+    scenario: Scenario, manager: KVCacheManager, requests: _Requests, notes: list[str]
+) -> None:
     for call in scenario.calls:
         _one_call(call, manager, requests, notes)
 
 
 def _refused(call: Call, notes: list[str], what: str) -> None:
-    notes.append(_("calls, line {line}: allocate_slots for {what} was refused (None): the free "
-                   "blocks do not cover it").format(line=call.line, what=what))  # fmt: skip
+    notes.append(
+        _(
+            "calls, line {line}: allocate_slots for {what} was refused (None): the free "
+            "blocks do not cover it"
+        ).format(line=call.line, what=what)
+    )
 
 
 def _one_call(call: Call, manager: KVCacheManager, requests: _Requests, notes: list[str]) -> None:
@@ -204,7 +218,9 @@ def _one_call(call: Call, manager: KVCacheManager, requests: _Requests, notes: l
         for _ in range(int(call.args[1]) if len(call.args) > 1 else 1):
             req.append_output_token_ids(requests.next_output(req))
             if manager.allocate_slots(req, 1) is None:
-                _refused(call, notes, _("{request}'s next token").format(request=repr(req.request_id)))
+                _refused(
+                    call, notes, _("{request}'s next token").format(request=repr(req.request_id))
+                )
                 return
             req.num_computed_tokens += 1
     elif name == "lookup":
@@ -213,8 +229,13 @@ def _one_call(call: Call, manager: KVCacheManager, requests: _Requests, notes: l
         manager.free(req)
 
 
-def _run_scheduler(scenario: Scenario, manager: KVCacheManager, recorder: Any,
-                   requests: _Requests, notes: list[str]) -> int:  # fmt: skip
+def _run_scheduler(
+    scenario: Scenario,
+    manager: KVCacheManager,
+    recorder: Any,
+    requests: _Requests,
+    notes: list[str],
+) -> int:
     from kvlab.core.sched import Scheduler, SchedulerConfig
 
     config = SchedulerConfig(
@@ -233,21 +254,31 @@ def _run_scheduler(scenario: Scenario, manager: KVCacheManager, recorder: Any,
     step = 0
     while scheduler.has_unfinished_requests() or step <= last_arrival:
         if step >= LIMITS["steps"]:
-            notes.append(_("stopped after {steps} scheduler steps (the playground's limit)")
-                         .format(steps=step))  # fmt: skip
+            notes.append(
+                _("stopped after {steps} scheduler steps (the playground's limit)").format(
+                    steps=step
+                )
+            )
             break
         for req in arrivals.get(step, ()):
             scheduler.add_request(req)
         output = scheduler.schedule()
-        sampled = {rid: [requests.next_output(scheduler.requests[rid])]
-                   for rid in output.num_scheduled_tokens}  # fmt: skip
+        sampled = {
+            rid: [requests.next_output(scheduler.requests[rid])]
+            for rid in output.num_scheduled_tokens
+        }
         scheduler.update_from_output(output, sampled)
         step += 1
         if not output.num_scheduled_tokens and not scheduler.running and step > last_arrival:
             stuck = ", ".join(repr(r.request_id) for r in scheduler.waiting)
-            notes.append(_("stopped at step {step}: nothing could be scheduled; the waiting "
-                           "request(s) {requests} do not fit in the pool ({free} free blocks)").format(
-                step=step - 1, requests=stuck, free=manager.block_pool.get_num_free_blocks()))
+            notes.append(
+                _(
+                    "stopped at step {step}: nothing could be scheduled; the waiting "
+                    "request(s) {requests} do not fit in the pool ({free} free blocks)"
+                ).format(
+                    step=step - 1, requests=stuck, free=manager.block_pool.get_num_free_blocks()
+                )
+            )
             break
     return step
 

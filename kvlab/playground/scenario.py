@@ -226,27 +226,35 @@ def _tokens(value: Any, text: str, what: str) -> list[Any]:
 
 def _request(entry: Any, index: int, text: str) -> RequestSpec:
     if not isinstance(entry, dict):
-        raise ScenarioError(f"requests[{index}] must be an object with an id and a prompt, "
-                            f"got {entry!r}")  # fmt: skip
+        raise ScenarioError(
+            f"requests[{index}] must be an object with an id and a prompt, got {entry!r}"
+        )
     unknown = sorted(set(entry) - {"id", "prompt", "output", "arrival", "max_tokens"})
     if unknown:
-        raise ScenarioError(f"requests[{index}] has unknown key(s) {unknown}; keys are id, "
-                            "prompt, output, arrival, max_tokens")  # fmt: skip
+        raise ScenarioError(
+            f"requests[{index}] has unknown key(s) {unknown}; keys are id, "
+            "prompt, output, arrival, max_tokens"
+        )
     rid = entry.get("id", f"r{index}")
     if not isinstance(rid, str) or not _REQUEST_ID.fullmatch(rid):
-        raise ScenarioError(f"requests[{index}]: a request id is 1 to 32 characters without "
-                            f"spaces, got {rid!r}")  # fmt: skip
+        raise ScenarioError(
+            f"requests[{index}]: a request id is 1 to 32 characters without spaces, got {rid!r}"
+        )
     prompt = _tokens(entry.get("prompt", ""), text, f"request {rid!r}'s prompt")
     if not prompt:
         raise ScenarioError(f"request {rid!r} has an empty prompt; a prompt needs at least 1 token")
     if len(prompt) > LIMITS["prompt_tokens"]:
-        raise ScenarioError(f"request {rid!r}'s prompt has {len(prompt)} tokens; the playground "
-                            f"takes at most {LIMITS['prompt_tokens']}")  # fmt: skip
+        raise ScenarioError(
+            f"request {rid!r}'s prompt has {len(prompt)} tokens; the playground "
+            f"takes at most {LIMITS['prompt_tokens']}"
+        )
     output = _tokens(entry.get("output", ""), text, f"request {rid!r}'s output")
     arrival = entry.get("arrival", 0)
     if not _plain_int(arrival) or not 0 <= arrival < LIMITS["steps"]:
-        raise ScenarioError(f"request {rid!r}: arrival must be a scheduler step from 0 to "
-                            f"{LIMITS['steps'] - 1}, got {arrival!r}")  # fmt: skip
+        raise ScenarioError(
+            f"request {rid!r}: arrival must be a scheduler step from 0 to "
+            f"{LIMITS['steps'] - 1}, got {arrival!r}"
+        )
     return RequestSpec(rid, tuple(prompt), tuple(output), arrival, entry.get("max_tokens", 4))
 
 
@@ -263,39 +271,50 @@ def _parse_calls(script: Any, request_ids: set[str]) -> tuple[Call, ...]:
         name, args = words[0], tuple(words[1:])
         where = f"calls, line {number} ({raw.strip()!r})"
         if name not in CALL_NAMES:
-            raise ScenarioError(f"{where}: unknown call {name!r}; calls are {', '.join(CALL_NAMES)}")
+            raise ScenarioError(
+                f"{where}: unknown call {name!r}; calls are {', '.join(CALL_NAMES)}"
+            )
         if name in ("admit", "prefill", "lookup", "free", "decode"):
             most = 2 if name == "decode" else 1
             if not 1 <= len(args) <= most:
-                form = f"{name} REQUEST_ID [NUM_STEPS]" if name == "decode" else f"{name} REQUEST_ID"
+                form = (
+                    f"{name} REQUEST_ID [NUM_STEPS]" if name == "decode" else f"{name} REQUEST_ID"
+                )
                 raise ScenarioError(f"{where}: write {form}")
             if args[0] not in request_ids:
                 known = ", ".join(sorted(request_ids)) or "none"
                 raise ScenarioError(f"{where}: no request {args[0]!r}; requests are {known}")
             if len(args) == 2 and not (args[1].isdigit() and 1 <= int(args[1]) <= LIMITS["steps"]):
-                raise ScenarioError(f"{where}: the number of decode steps must be an integer "
-                                    f"from 1 to {LIMITS['steps']}, got {args[1]!r}")  # fmt: skip
+                raise ScenarioError(
+                    f"{where}: the number of decode steps must be an integer "
+                    f"from 1 to {LIMITS['steps']}, got {args[1]!r}"
+                )
         elif name == "evict":
             if not args or not all(a.isdigit() for a in args):
-                raise ScenarioError(f"{where}: write evict BLOCK_ID [BLOCK_ID ...] (block ids "
-                                    "are integers >= 0)")  # fmt: skip
+                raise ScenarioError(
+                    f"{where}: write evict BLOCK_ID [BLOCK_ID ...] (block ids are integers >= 0)"
+                )
         elif args:
             raise ScenarioError(f"{where}: reset takes no arguments")
         calls.append(Call(number, name, args))
     if len(calls) > LIMITS["calls"]:
-        raise ScenarioError(f"calls has {len(calls)} lines; the playground runs at most "
-                            f"{LIMITS['calls']}")  # fmt: skip
+        raise ScenarioError(
+            f"calls has {len(calls)} lines; the playground runs at most {LIMITS['calls']}"
+        )
     return tuple(calls)
 
 
 def _layers(value: Any) -> tuple[Any, ...]:
     if not isinstance(value, list) or not 1 <= len(value) <= 8:
-        raise ScenarioError("layers must list 1 to 8 KV cache groups, each \"full\" or a sliding "
-                            f"window in tokens, got {value!r}")  # fmt: skip
+        raise ScenarioError(
+            'layers must list 1 to 8 KV cache groups, each "full" or a sliding '
+            f"window in tokens, got {value!r}"
+        )
     for entry in value:
         if entry != "full" and (isinstance(entry, bool) or not isinstance(entry, int)):
-            raise ScenarioError(f"a layer is \"full\" or a sliding window in tokens (an "
-                                f"integer), got {entry!r}")  # fmt: skip
+            raise ScenarioError(
+                f'a layer is "full" or a sliding window in tokens (an integer), got {entry!r}'
+            )
     return tuple(value)
 
 
@@ -333,17 +352,20 @@ def parse_scenario(data: Any) -> Scenario:
     if not isinstance(entries, list):
         raise ScenarioError(f"requests must be a list, got {type(entries).__name__}")
     if len(entries) > LIMITS["requests"]:
-        raise ScenarioError(f"the scenario has {len(entries)} requests; the playground runs at "
-                            f"most {LIMITS['requests']}")  # fmt: skip
+        raise ScenarioError(
+            f"the scenario has {len(entries)} requests; the playground runs at "
+            f"most {LIMITS['requests']}"
+        )
     requests = tuple(_request(e, i, full["text"]) for i, e in enumerate(entries))
     ids = [r.request_id for r in requests]
     dup = sorted({r for r in ids if ids.count(r) > 1})
     if dup:
         raise ScenarioError(f"request ids must be unique; repeated: {', '.join(dup)}")
-    total = sum(len(r.prompt) + (r.max_tokens if _plain_int(r.max_tokens) else 0)
-                for r in requests)  # fmt: skip
+    total = sum(len(r.prompt) + (r.max_tokens if _plain_int(r.max_tokens) else 0) for r in requests)
     if total > LIMITS["total_tokens"]:
-        raise ScenarioError(f"the requests hold {total} tokens (prompts + max_tokens); the "
-                            f"playground runs at most {LIMITS['total_tokens']}")  # fmt: skip
+        raise ScenarioError(
+            f"the requests hold {total} tokens (prompts + max_tokens); the "
+            f"playground runs at most {LIMITS['total_tokens']}"
+        )
     calls = _parse_calls(full["calls"], set(ids)) if full["driver"] == "calls" else ()
     return Scenario(full, layers, requests, calls)

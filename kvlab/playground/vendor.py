@@ -47,10 +47,17 @@ __all__ = [
 ]
 
 PYODIDE_VERSION = "314.0.7"
-PYODIDE_SHA512 = ("0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JE"
-                  "sOlD2R1A==")  # fmt: skip
-PYODIDE_FILES = ("pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
-                 "pyodide-lock.json", "package.json")  # fmt: skip
+PYODIDE_SHA512 = (
+    "0YvXxEhfEdpLfb/XkM2BFAeMROq0iMUX2bzzH9pOttyMcWkwq+HbE5uyuGD82LN7y2q+SNvi/6V5JEsOlD2R1A=="
+)
+PYODIDE_FILES = (
+    "pyodide.js",
+    "pyodide.asm.mjs",
+    "pyodide.asm.wasm",
+    "python_stdlib.zip",
+    "pyodide-lock.json",
+    "package.json",
+)
 """What the page loads (``package.json`` travels for its licence and version)."""
 
 CBOR2_VERSION = "5.9.0"
@@ -77,8 +84,10 @@ def pyodide_dir(fetch_missing: bool = True) -> Path:
     folder = vendor_dir() / f"pyodide-{PYODIDE_VERSION}"
     if not all((folder / name).is_file() for name in PYODIDE_FILES):
         if not fetch_missing:
-            raise VendorError(f"Pyodide {PYODIDE_VERSION} is not in {folder}; fetch it with "
-                              "`python -m kvlab.playground.vendor` (needs npm)")  # fmt: skip
+            raise VendorError(
+                f"Pyodide {PYODIDE_VERSION} is not in {folder}; fetch it with "
+                "`python -m kvlab.playground.vendor` (needs npm)"
+            )
         _fetch_pyodide(folder)
     return folder
 
@@ -92,8 +101,10 @@ def cbor2_wheel(fetch_missing: bool = True) -> Path:
     wheel = vendor_dir() / CBOR2_WHEEL
     if not wheel.is_file():
         if not fetch_missing:
-            raise VendorError(f"{CBOR2_WHEEL} is not in {wheel.parent}; fetch it with "
-                              "`python -m kvlab.playground.vendor`")  # fmt: skip
+            raise VendorError(
+                f"{CBOR2_WHEEL} is not in {wheel.parent}; fetch it with "
+                "`python -m kvlab.playground.vendor`"
+            )
         _fetch_cbor2(wheel)
     return wheel
 
@@ -104,23 +115,28 @@ def _run(cmd: list[str], cwd: Path, what: str) -> str:
     except FileNotFoundError:
         raise VendorError(f"{what}: {cmd[0]} is not installed") from None
     except subprocess.CalledProcessError as exc:
-        raise VendorError(f"{what}: `{' '.join(cmd)}` failed:\n{exc.stderr.strip()[-2000:]}") from None
+        raise VendorError(
+            f"{what}: `{' '.join(cmd)}` failed:\n{exc.stderr.strip()[-2000:]}"
+        ) from None
     return done.stdout
 
 
 def _fetch_pyodide(folder: Path) -> None:
     what = f"fetching Pyodide {PYODIDE_VERSION} from the npm registry"
     if shutil.which("npm") is None:
-        raise VendorError(f"{what}: npm is not installed (apt-get install npm, or set "
-                          "KVLAB_PLAYGROUND_VENDOR to a folder that has it)")  # fmt: skip
+        raise VendorError(
+            f"{what}: npm is not installed (apt-get install npm, or set "
+            "KVLAB_PLAYGROUND_VENDOR to a folder that has it)"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         spec = f"pyodide@{PYODIDE_VERSION}"
         out = _run(["npm", "pack", spec, "--silent", "--prefer-offline"], Path(tmp), what)
         tarball = Path(tmp) / out.strip().splitlines()[-1]
         digest = base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
         if digest != PYODIDE_SHA512:
-            raise VendorError(f"{what}: {tarball.name} has sha512 {digest}, expected "
-                              f"{PYODIDE_SHA512}")  # fmt: skip
+            raise VendorError(
+                f"{what}: {tarball.name} has sha512 {digest}, expected {PYODIDE_SHA512}"
+            )
         folder.parent.mkdir(parents=True, exist_ok=True)
         # NOTE: extracted beside the target, then renamed: concurrent fetches (test workers)
         # never see a half-written folder, and the first rename wins.
@@ -143,10 +159,30 @@ def _fetch_cbor2(wheel: Path) -> None:
     what = f"fetching {CBOR2_WHEEL} from PyPI"
     wheel.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=wheel.parent) as tmp:  # same file system: os.replace
-        _run([sys.executable, "-m", "pip", "download", f"cbor2=={CBOR2_VERSION}", "--no-deps",
-              "--only-binary=:all:", "--platform", "any", "--implementation", "py", "--abi",
-              "none", "--python-version", "3.12", "--disable-pip-version-check", "-d", tmp],
-             Path(tmp), what)  # fmt: skip
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                f"cbor2=={CBOR2_VERSION}",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--platform",
+                "any",
+                "--implementation",
+                "py",
+                "--abi",
+                "none",
+                "--python-version",
+                "3.12",
+                "--disable-pip-version-check",
+                "-d",
+                tmp,
+            ],
+            Path(tmp),
+            what,
+        )
         got = Path(tmp) / CBOR2_WHEEL
         if not got.is_file():
             raise VendorError(f"{what}: pip did not download {CBOR2_WHEEL}")

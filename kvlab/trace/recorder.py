@@ -20,7 +20,7 @@ from typing import Any
 
 from kvlab.trace.chunking import columnarise
 from kvlab.trace.columns import ColumnStore
-from kvlab.trace.hooks import _BEGIN, _END, _EMPTY, HookBuffer
+from kvlab.trace.hooks import _BEGIN, _EMPTY, _END, HookBuffer
 from kvlab.trace.hooks import is_int as _is_int
 from kvlab.trace.metadata import manager_config
 from kvlab.trace.state import KVState

@@ -29,11 +29,15 @@ def random_scenario(seed: int) -> dict[str, Any]:
     requests = []
     for i in range(rng.randint(1, 6)):
         prompt = rng.choice(prefixes) + [rng.randrange(1000) for _ in range(rng.randint(1, 14))]
-        requests.append({
-            "id": f"r{i}", "prompt": " ".join(map(str, prompt)),
-            "output": " ".join(str(rng.randrange(1000)) for _ in range(rng.randint(0, 3))),
-            "arrival": rng.randint(0, 4), "max_tokens": rng.randint(1, 6),
-        })  # fmt: skip
+        requests.append(
+            {
+                "id": f"r{i}",
+                "prompt": " ".join(map(str, prompt)),
+                "output": " ".join(str(rng.randrange(1000)) for _ in range(rng.randint(0, 3))),
+                "arrival": rng.randint(0, 4),
+                "max_tokens": rng.randint(1, 6),
+            }
+        )
     scenario: dict[str, Any] = {
         "num_gpu_blocks": rng.randint(6, 40),
         "block_size": block_size,
@@ -45,24 +49,33 @@ def random_scenario(seed: int) -> dict[str, Any]:
         "predict": ["popleft", "evict", "hit"],
     }
     if rng.random() < 0.5:
-        scenario.update(driver="scheduler", max_num_seqs=rng.randint(1, 4),
-                        max_num_batched_tokens=rng.choice([8, 16, 32, 2048]),
-                        scheduler_reserve_full_isl=rng.random() < 0.5,
-                        enable_chunked_prefill=rng.random() < 0.8)  # fmt: skip
+        scenario.update(
+            driver="scheduler",
+            max_num_seqs=rng.randint(1, 4),
+            max_num_batched_tokens=rng.choice([8, 16, 32, 2048]),
+            scheduler_reserve_full_isl=rng.random() < 0.5,
+            enable_chunked_prefill=rng.random() < 0.8,
+        )
     else:
         stage = {r["id"]: "new" for r in requests}  # new -> computed -> freed
         lines = []
         for _ in range(rng.randint(2, 16)):
-            op = rng.choice(["admit", "admit", "prefill", "decode", "lookup", "free", "evict",
-                             "reset"])  # fmt: skip
+            op = rng.choice(
+                ["admit", "admit", "prefill", "decode", "lookup", "free", "evict", "reset"]
+            )
             if op == "evict":
                 lines.append(f"evict {rng.randrange(1, scenario['num_gpu_blocks'])}")
                 continue
             if op == "reset":
                 lines.append("reset")
                 continue
-            wanted = {"admit": "new", "prefill": "new", "lookup": "new", "decode": "computed",
-                      "free": "computed"}[op]  # fmt: skip
+            wanted = {
+                "admit": "new",
+                "prefill": "new",
+                "lookup": "new",
+                "decode": "computed",
+                "free": "computed",
+            }[op]
             ready = [r for r, st in stage.items() if st == wanted]
             if not ready:
                 continue
@@ -72,7 +85,8 @@ def random_scenario(seed: int) -> dict[str, Any]:
             else:
                 lines.append(f"{op} {rid}")
             stage[rid] = {"admit": "computed", "prefill": "computed", "free": "freed"}.get(
-                op, stage[rid])
+                op, stage[rid]
+            )
         scenario.update(driver="calls", calls="\n".join(lines))
     return scenario
 

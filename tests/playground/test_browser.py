@@ -57,7 +57,8 @@ def _json(value):
 
 
 _QUEUES = """(data) => {
-  const T = window.kvlabPlayer.loadTrace(data), R = new window.kvlabPlayer.Replayer(T, 64), out = {};
+  const T = window.kvlabPlayer.loadTrace(data), out = {};
+  const R = new window.kvlabPlayer.Replayer(T, 64);
   for (let i = 0; i < T.n; i++) if (T.c.kind[i] === 18) out[i] = R.stateAt(i).queue().head;
   return out;
 }"""
@@ -65,8 +66,9 @@ _QUEUES = """(data) => {
 
 def _open(page, url: str) -> None:
     page.goto(url)
-    page.wait_for_function("() => window.kvlabPlayground && window.kvlabPlayground.last",
-                           timeout=LOAD_MS)  # fmt: skip
+    page.wait_for_function(
+        "() => window.kvlabPlayground && window.kvlabPlayground.last", timeout=LOAD_MS
+    )
 
 
 def _run_on_page(page, data: dict) -> dict:
@@ -90,17 +92,23 @@ def test_pyodide_runs_the_same_events_as_cpython_offline(served: str) -> None:
             trace = _cpython(data)
             got = answer["player"]
             assert _json(got["trace_data"]) == _json(encode_trace(trace)), name
-            assert answer["block_hashes"] == [trace.tables.hash_bytes(h).hex()
-                                              for h in range(trace.tables.num_hashes)], name
+            assert answer["block_hashes"] == [
+                trace.tables.hash_bytes(h).hex() for h in range(trace.tables.num_hashes)
+            ], name
             kinds = data.get("predict") or []
             assert _json(got["quiz"]) == _json([p.to_dict() for p in quiz_points(trace, kinds)])
             queues = page.evaluate(_QUEUES, got["trace_data"])
             ends = [int(i) for i in trace.filter(EventKind.CALL_END)]
             assert {int(k): v for k, v in queues.items()} == {
-                i: trace.state_at(i).free_queue_order() for i in ends}, name
+                i: trace.state_at(i).free_queue_order() for i in ends
+            }, name
             kinds_seen.update(int(k) for k in trace.cols.kind)
-        assert {EventKind.FIXED_POINT_ITERATED, EventKind.REQ_BLOCKS_NULLED,
-                EventKind.BLOCK_REMOVED, EventKind.STEP} <= kinds_seen  # fmt: skip
+        assert {
+            EventKind.FIXED_POINT_ITERATED,
+            EventKind.REQ_BLOCKS_NULLED,
+            EventKind.BLOCK_REMOVED,
+            EventKind.STEP,
+        } <= kinds_seen
         assert not errors
         assert guard.blocked == []
         assert requested and all(u.startswith(served) for u in requested), requested[:5]
@@ -137,7 +145,9 @@ def test_bad_scenarios_show_cpythons_message_and_the_page_stays_usable(served: s
             assert message in box.inner_text(), (what, message, box.inner_text())
             assert "Traceback" not in box.inner_text()  # a plain sentence, no traceback
             assert page.locator("#kvlab-player .kvlab-player").count() == 0
-        assert "prompt_token_ids[2] is str 'hello'" in _cpython_error({**base, **BAD["a token list with text in it"]})
+        assert "prompt_token_ids[2] is str 'hello'" in _cpython_error(
+            {**base, **BAD["a token list with text in it"]}
+        )
         # The page still works: fix the scenario and run it from the editor.
         page.evaluate("(s) => window.kvlabPlayground.fill(s, '')", base)
         run.click()
@@ -146,8 +156,10 @@ def test_bad_scenarios_show_cpythons_message_and_the_page_stays_usable(served: s
         answer = page.evaluate("() => window.kvlabPlayground.last.answer")
         assert answer["ok"] and answer["num_events"] == len(_cpython(base))
         # The word preview shows the ids Python will use.
-        page.evaluate("() => { const s = window.kvlabPlayground.scenario(); s.text = 'words';"
-                      " s.requests[0].prompt = '今天 the cat, sat.'; window.kvlabPlayground.fill(s, ''); }")
+        page.evaluate(
+            "() => { const s = window.kvlabPlayground.scenario(); s.text = 'words';"
+            " s.requests[0].prompt = '今天 the cat, sat.'; window.kvlabPlayground.fill(s, ''); }"
+        )
         preview = page.locator(".pg-preview").first.inner_text()
         assert preview.endswith(" ".join(map(str, word_ids("今天 the cat, sat."))))
         assert guard.blocked == []
@@ -157,10 +169,15 @@ def test_share_link_round_trips(served: str) -> None:
     data = {**PRESETS["nb07"].scenario, "calls": "prefill a\nfree a\nevict 14\nlookup b"}
     with browser_page((served,)) as (page, guard):
         _open(page, served + "index.html?preset=nb03")
-        assert page.evaluate("() => window.kvlabPlayground.last.scenario")["calls"] == PRESETS["nb03"].scenario["calls"]
+        assert (
+            page.evaluate("() => window.kvlabPlayground.last.scenario")["calls"]
+            == PRESETS["nb03"].scenario["calls"]
+        )
         page.evaluate("(s) => window.kvlabPlayground.fill(s, '')", data)
         page.locator(".pg-run").click()
-        page.wait_for_function("() => window.kvlabPlayground.last.scenario.calls.includes('evict 14')")
+        page.wait_for_function(
+            "() => window.kvlabPlayground.last.scenario.calls.includes('evict 14')"
+        )
         first = page.evaluate("() => window.kvlabPlayground.last")
         page.get_by_role("button", name="Share").click()
         link = page.locator(".pg-link").input_value()
@@ -169,8 +186,12 @@ def test_share_link_round_trips(served: str) -> None:
         _open(page2, link)
         again = page2.evaluate("() => window.kvlabPlayground.last")
         assert again["scenario"] == first["scenario"]
-        assert _json(again["answer"]["player"]["trace_data"]) == _json(first["answer"]["player"]["trace_data"])
-        assert _json(again["answer"]["player"]["trace_data"]) == _json(encode_trace(_cpython(again["scenario"])))
+        assert _json(again["answer"]["player"]["trace_data"]) == _json(
+            first["answer"]["player"]["trace_data"]
+        )
+        assert _json(again["answer"]["player"]["trace_data"]) == _json(
+            encode_trace(_cpython(again["scenario"]))
+        )
         assert guard.blocked == []
 
 
@@ -191,7 +212,10 @@ def test_chinese_page(served: str) -> None:
         page.locator(".pg-run").click()
         box = page.locator(".pg-error")
         box.wait_for(state="visible")
-        assert "这个场景无法运行" in box.inner_text() and "block_size must be a positive int" in box.inner_text()
+        assert (
+            "这个场景无法运行" in box.inner_text()
+            and "block_size must be a positive int" in box.inner_text()
+        )
         assert guard.blocked == []
 
 

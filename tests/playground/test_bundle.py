@@ -28,8 +28,9 @@ from kvlab.playground.browser import run_json
 import cbor2, kvlab
 scenarios = json.loads(sys.stdin.read())
 out = {name: run_json(json.dumps(s), "zh") for name, s in scenarios.items()}
+ours = sorted(m for m in sys.modules if m.split(".")[0] in ("kvlab", "cbor2"))
 print(json.dumps({"answers": out, "kvlab": kvlab.__file__, "cbor2": cbor2.__file__,
-                  "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("kvlab", "cbor2"))}))
+                  "modules": ours}))
 """
 
 
@@ -39,15 +40,22 @@ def test_the_bundle_runs_alone_and_answers_like_kvlab(tmp_path: Path) -> None:
     scenarios = {name: p.scenario for name, p in PRESETS.items()}
     scenarios["sha256_cbor"] = {**PRESETS["nb03"].scenario, "hash": "sha256_cbor"}
     scenarios["bad"] = {"block_size": 0}
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", _CHILD, str(tmp_path)],
-                          input=json.dumps(scenarios), capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _CHILD, str(tmp_path)],
+        input=json.dumps(scenarios),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     child = json.loads(done.stdout)
     assert child["kvlab"] == str(tmp_path / "kvlab" / "__init__.py")
     assert child["cbor2"] == str(tmp_path / "cbor2" / "__init__.py")
     for name, s in scenarios.items():
         assert json.loads(child["answers"][name]) == json.loads(run_json(json.dumps(s), "zh")), name
-    assert json.loads(child["answers"]["bad"])["error"] == "block_size must be a positive int, got 0"
+    assert (
+        json.loads(child["answers"]["bad"])["error"] == "block_size must be a positive int, got 0"
+    )
     assert "kvlab.core.sched.scheduler" in child["modules"]
 
 
@@ -60,7 +68,11 @@ def test_the_bundle_holds_only_numpy_free_python() -> None:
                 tree = ast.parse(z.read(name))
                 for node in ast.walk(tree):
                     if isinstance(node, ast.Import | ast.ImportFrom):
-                        mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                        mods = (
+                            [a.name for a in node.names]
+                            if isinstance(node, ast.Import)
+                            else [node.module or ""]
+                        )
                         assert not any(m.split(".")[0] == "numpy" for m in mods), (name, mods)
     assert "kvlab/locale/zh/LC_MESSAGES/kvlab.mo" in names
     assert "cbor2/LICENSE.txt" in names

@@ -41,8 +41,9 @@ def _json(value):
     return json.loads(json.dumps(value, sort_keys=True))
 
 
-@pytest.mark.parametrize(("name", "data"), scenarios(0) + [(f"random-{s}", random_scenario(s))
-                                                          for s in range(120)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "data"), scenarios(0) + [(f"random-{s}", random_scenario(s)) for s in range(120)]
+)
 def test_lite_trace_encodes_like_encode_trace(name, data) -> None:
     trace, lite = _both(data)
     assert len(trace) == len(lite)
@@ -70,8 +71,10 @@ def test_player_defaults_are_export_html_defaults() -> None:
     assert PLAYER_DEFAULTS == expected
 
 
-@pytest.mark.parametrize("values", [[], [0], [-1, 127], [-129], [255], [40000], [-(2**31)],
-                                    [2**31 - 1], [0, 65535], [70000]])  # fmt: skip
+@pytest.mark.parametrize(
+    "values",
+    [[], [0], [-1, 127], [-129], [255], [40000], [-(2**31)], [2**31 - 1], [0, 65535], [70000]],
+)
 def test_narrowest_matches_numpy(values) -> None:
     for dtype in ("<i4", "<u4*"):
         if dtype.startswith("<u") and values and min(values) < 0:

@@ -36,7 +36,13 @@ def test_nb03_eviction_order() -> None:
     calls = {c.request: c for c in trace.calls("allocate_slots")}
     assert trace.state_at(calls["x"].end).req_to_blocks[0][0] == list(range(1, 10))
     free_x = trace.calls("free", request="x")[0]
-    assert trace.state_at(trace.calls("free", request="a")[0].end).free_queue_order() == [14, 13, 12, 11, 10]
+    assert trace.state_at(trace.calls("free", request="a")[0].end).free_queue_order() == [
+        14,
+        13,
+        12,
+        11,
+        10,
+    ]
     assert trace.state_at(free_x.end).free_queue_order() == list(range(14, 0, -1))
     b = calls["b"]
     removed = [int(i) for i in trace.filter(EventKind.BLOCK_REMOVED, start=b.begin, stop=b.end)]
@@ -46,8 +52,12 @@ def test_nb03_eviction_order() -> None:
     hit_c = trace.calls("get_computed_blocks", request="c")[0].result["num_new_computed_tokens"]
     assert hit_c == 12  # exercise 03.1
     quiz = [(q.kind, q.values[q.answer]) for q in quiz_points(trace, ("popleft", "evict"))]
-    assert quiz[:4] == [("popleft", list(range(1, 10))), ("popleft", list(range(10, 15))),
-                        ("popleft", [14, 13]), ("evict", 14)]  # the notebook's quiz  # fmt: skip
+    assert quiz[:4] == [
+        ("popleft", list(range(1, 10))),
+        ("popleft", list(range(10, 15))),
+        ("popleft", [14, 13]),
+        ("evict", 14),
+    ]  # the notebook's quiz
 
 
 def test_nb04_chained_hashes() -> None:
@@ -66,7 +76,9 @@ def test_nb06_the_window() -> None:
     result, trace = _run("nb06")
     allocs = trace.calls("allocate_slots", request="a")
     history = [trace.state_at(c.end).req_to_blocks[0][0] for c in allocs]
-    assert history[0] == [1, 2, 3] and history[1] == [0, 2, 3, 4] and history[-1] == [0, 0, 0, 4, 5, 6]
+    assert (
+        history[0] == [1, 2, 3] and history[1] == [0, 2, 3, 4] and history[-1] == [0, 0, 0, 4, 5, 6]
+    )
     assert len(trace.filter(EventKind.REQ_BLOCKS_NULLED)) == 3
     lookup = trace.calls("get_computed_blocks", request="b")[0]
     assert lookup.result["num_new_computed_tokens"] == 20
@@ -83,7 +95,13 @@ def test_nb07_the_fixed_point() -> None:
     assert call.result["num_new_computed_tokens"] == 12
     rows = fixed_point_rows(trace, call)
     assert [(r.iteration, r.hit_length_out, r.shortened) for r in rows] == [
-        (0, 20, False), (0, 20, False), (0, 12, True), (1, 12, False), (1, 12, False), (1, 12, False)]
+        (0, 20, False),
+        (0, 20, False),
+        (0, 12, True),
+        (1, 12, False),
+        (1, 12, False),
+        (1, 12, False),
+    ]
 
 
 def test_nb08_preemption() -> None:
@@ -91,8 +109,11 @@ def test_nb08_preemption() -> None:
     [17, 3, 2, 1]; looked up at steps 3, 5, 6, 7."""
     result, trace = _run("nb08")
     free_call = next(c for c in trace.calls("free") if c.request == "chat-3")
-    freed = next(trace[i] for i in range(free_call.begin + 1, free_call.end)
-                 if trace[i].kind == EventKind.FREE_BLOCKS)  # fmt: skip
+    freed = next(
+        trace[i]
+        for i in range(free_call.begin + 1, free_call.end)
+        if trace[i].kind == EventKind.FREE_BLOCKS
+    )
     assert freed.fields["block_ids"] == [17, 3, 2, 1]
     assert trace.state_at(free_call.end).free_queue_order() == [17]
     assert free_call.step == 4

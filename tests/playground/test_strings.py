@@ -32,7 +32,9 @@ def js_keys() -> list[str]:
 
 def test_every_label_is_listed_and_translated() -> None:
     keys = js_keys()
-    assert set(keys) == set(PLAYGROUND_STRINGS) and len(PLAYGROUND_STRINGS) == len(set(PLAYGROUND_STRINGS))
+    assert set(keys) == set(PLAYGROUND_STRINGS) and len(PLAYGROUND_STRINGS) == len(
+        set(PLAYGROUND_STRINGS)
+    )
     zh = playground_strings("zh")
     assert playground_strings("en") == {}
     for key in keys:

@@ -22,8 +22,16 @@ _REMOTE = re.compile(r"""(?:src|href)\s*=\s*["'](?:https?:)?//""", re.IGNORECASE
 
 
 def test_the_folder_has_everything_under_15_mb(built: BuildReport) -> None:
-    names = {"index.html", "playground.js", "playground.css", "player.js", "player.css",
-             "kvlab-playground.zip", "NOTICE.txt", *(f"pyodide/{n}" for n in PYODIDE_FILES)}  # fmt: skip
+    names = {
+        "index.html",
+        "playground.js",
+        "playground.css",
+        "player.js",
+        "player.css",
+        "kvlab-playground.zip",
+        "NOTICE.txt",
+        *(f"pyodide/{n}" for n in PYODIDE_FILES),
+    }
     assert set(built.sizes) == names
     assert all((built.out / n).stat().st_size == size for n, size in built.sizes.items())
     assert built.total_bytes < 15_000_000
@@ -63,9 +71,12 @@ def test_server_sends_the_mime_types_pyodide_needs(built: BuildReport) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     try:
-        for path, mime in (("pyodide/pyodide.asm.mjs", "text/javascript"),
-                           ("pyodide/pyodide.asm.wasm", "application/wasm"),
-                           ("index.html", "text/html"), ("kvlab-playground.zip", "application/zip")):
+        for path, mime in (
+            ("pyodide/pyodide.asm.mjs", "text/javascript"),
+            ("pyodide/pyodide.asm.wasm", "application/wasm"),
+            ("index.html", "text/html"),
+            ("kvlab-playground.zip", "application/zip"),
+        ):
             with urllib.request.urlopen(base + path) as response:  # noqa: S310 - local
                 assert response.headers["Content-Type"].split(";")[0] == mime, path
     finally:
@@ -75,9 +86,25 @@ def test_server_sends_the_mime_types_pyodide_needs(built: BuildReport) -> None:
 
 def test_serve_flag_serves_until_stopped(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, "-m", "kvlab.cli", "playground", "--out",
-                             str(tmp_path / "pg"), "--serve", "--port", "0", "--lang", "en"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kvlab.cli",
+            "playground",
+            "--out",
+            str(tmp_path / "pg"),
+            "--serve",
+            "--port",
+            "0",
+            "--lang",
+            "en",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         proc.stdout.readline()  # wrote ... files
         line = proc.stdout.readline()
