@@ -7,7 +7,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.kvlab-installed
 EXTRAS ?= all
 
-.PHONY: demo test venv bench oracle clean
+.PHONY: demo test venv bench oracle clean demo-figure
 
 # Set-up shows what it does (numbered steps, pip's own "Collecting ... / Downloading ..." lines
 # and progress bars): a first run downloads torch (CPU), JupyterLab, the SmolLM2 weights and the
@@ -36,6 +36,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n auto $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && echo "no tests collected" && exit 1; exit $$rc; }
+
+# The home page's picture (figures/demo-report.svg): `kvlab demo` as a newcomer runs it, in an
+# empty folder, so the paths it shows are the neutral kvlab-demo/... and .venv/bin/kvlab.
+demo-figure: $(STAMP)
+	d=$$(mktemp -d) && ln -s "$(abspath $(VENV))" "$$d/.venv" && \
+	  (cd "$$d" && COLUMNS=100 .venv/bin/kvlab demo > /dev/null) && \
+	  cp "$$d/kvlab-demo/report.svg" figures/demo-report.svg; rc=$$?; rm -rf "$$d"; exit $$rc
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_core.py

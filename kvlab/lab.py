@@ -5,6 +5,14 @@ repository, not in the installed package: by default the folder is ``./notebooks
 current directory is a checkout, else the checkout the package was installed from in editable
 mode (``pip install -e .``).
 
+JupyterLab starts with its news notification off (a toast asking whether to fetch "official
+Jupyter news" would cover the notebook on a projector, and fetching asks the network): kvlab adds
+``kvlab/static/jupyter`` to ``JUPYTER_CONFIG_PATH``, whose ``labconfig/
+default_setting_overrides.json`` changes the default; a user's own setting still wins.
+Stopping ``kvlab lab`` (Ctrl+C, or SIGTERM/SIGHUP from a process manager) stops what it started:
+the signal is passed on to JupyterLab as SIGTERM, which shuts its kernels down and closes the
+port; kvlab waits for that (and ends any process left after STOP_TIMEOUT_S), then exits.
+
 Examples:
     >>> lab_command("notebooks", port=8899)[1:4]              # doctest: +SKIP
     ['-m', 'jupyterlab', '--ServerApp.root_dir=/home/me/kvlab/notebooks']
@@ -14,12 +22,26 @@ Examples:
 from __future__ import annotations
 
 import importlib.util
+import os
+import signal
 import subprocess
 import sys
+import threading
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
-__all__ = ["LAB_EXTENSIONS", "find_notebook_dir", "lab_command", "launch_lab"]
+from kvlab.cli_hints import install_hint
+
+__all__ = ["LAB_EXTENSIONS", "LAB_CONFIG_DIR", "STOP_TIMEOUT_S", "find_notebook_dir",
+           "lab_command", "lab_environment", "launch_lab"]
+
+LAB_CONFIG_DIR = Path(__file__).resolve().parent / "static" / "jupyter"
+"""A Jupyter config folder whose labconfig turns JupyterLab's news notification off."""
+
+STOP_TIMEOUT_S = 20.0
+"""Seconds JupyterLab gets to shut its kernels down after a stop signal before kvlab ends
+what is left of it."""
 
 LAB_EXTENSIONS = ("@jupyter-widgets/jupyterlab-manager", "anywidget")
 """JupyterLab extensions the notebooks' widgets need (from ipywidgets and anywidget)."""
@@ -58,7 +80,7 @@ def find_notebook_dir(start: str | PathLike[str] | None = None) -> Path:
     raise FileNotFoundError(
         "no course notebooks (NN_*.ipynb) found in "
         + ", ".join(str(c) for c in candidates)
-        + ": run `kvlab lab` in a kvlab checkout, or pass notebook_dir"
+        + ": run this in a kvlab checkout, or name the folder of the notebooks"
     )
 
 
@@ -107,15 +129,18 @@ def lab_command(
     else:
         folder = Path(notebook_dir).expanduser().resolve()
         if not folder.is_dir():
-            raise FileNotFoundError(f"notebook_dir {folder} is not a folder")
+            raise FileNotFoundError(f"{folder} is not a folder")
     missing = _missing_packages()
     if missing:
-        raise ImportError(f"kvlab lab needs {', '.join(missing)}: pip install 'kvlab[lab]'")
+        raise ImportError(
+            f"kvlab lab needs {', '.join(missing)} (the lab extra), which is not installed: "
+            f"{install_hint('lab')}"
+        )
     missing = _missing_extensions()
     if missing:
         raise RuntimeError(
             f"JupyterLab lacks the extension(s) {', '.join(missing)}: reinstall "
-            "ipywidgets and anywidget in this environment (pip install 'kvlab[lab]')"
+            f"ipywidgets and anywidget in this environment ({install_hint('lab')})"
         )
     cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={folder}"]
     if port is not None:
@@ -123,12 +148,76 @@ def lab_command(
     return cmd + list(extra_args or [])
 
 
+def lab_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment JupyterLab runs in: ``environ`` (default: this process's) with
+    LAB_CONFIG_DIR last on ``JUPYTER_CONFIG_PATH`` (the user's own config folders win)."""
+    env = dict(os.environ if environ is None else environ)
+    paths = [p for p in env.get("JUPYTER_CONFIG_PATH", "").split(os.pathsep) if p]
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join([*paths, str(LAB_CONFIG_DIR)])
+    return env
+
+
+def _descendants(pid: int) -> list[Any]:
+    """The processes below ``pid`` (kernels run in sessions of their own, still its children)."""
+    try:
+        import psutil  # NOTE: ipykernel's dependency, so there with the lab extra
+    except ImportError:
+        return []
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _stop(proc: subprocess.Popen, timeout_s: float) -> None:
+    """SIGTERM JupyterLab, wait ``timeout_s``, then end whatever it left (kernels included)."""
+    if proc.poll() is not None:
+        return  # NOTE: it ended by itself (its kernels end with it: they watch their parent)
+    left = _descendants(proc.pid)
+    try:
+        proc.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if left:
+        _end(left)
+
+
+def _end(procs: list[Any]) -> None:
+    """SIGTERM each of ``procs`` still running, then SIGKILL those alive 3 s later."""
+    import psutil
+
+    alive = []
+    for p in procs:
+        try:
+            p.terminate()
+            alive.append(p)
+        except psutil.Error:  # NOTE: already gone
+            pass
+    _, still = psutil.wait_procs(alive, timeout=3)
+    for p in still:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
 def launch_lab(
     notebook_dir: str | PathLike[str] | None = None,
     port: int | None = None,
     extra_args: list[str] | None = None,
 ) -> int:
-    """Start JupyterLab on the course notebooks and wait until it is stopped (Ctrl+C).
+    """Start JupyterLab on the course notebooks and wait until it is stopped.
+
+    Ctrl+C, SIGTERM or SIGHUP stop it cleanly: the signal reaches JupyterLab as SIGTERM (it
+    shuts its kernels down and frees the port); after STOP_TIMEOUT_S whatever is left of it is
+    ended, and a second signal ends it at once. JupyterLab runs in a session of its own, so
+    the terminal's Ctrl+C reaches kvlab only (no "Shut down this Jupyter server (y/[n])?"
+    prompt). The news notification is off (see the module docstring).
 
     Args:
         notebook_dir: Folder to open; default :func:`find_notebook_dir`.
@@ -136,13 +225,36 @@ def launch_lab(
         extra_args: More JupyterLab options (``--allow-root``, ``--no-browser``, ...).
 
     Returns:
-        JupyterLab's exit status.
+        JupyterLab's exit status (0 after a clean stop).
 
     Raises:
         See :func:`lab_command` (nothing is started when a check fails).
     """
     cmd = lab_command(notebook_dir, port, extra_args)
+    stopping = threading.Event()
+    proc: subprocess.Popen | None = None
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if stopping.is_set():  # NOTE: a second Ctrl+C: do not wait for the kernels
+            if proc is not None:
+                proc.kill()
+            return
+        stopping.set()
+        print("kvlab lab: stopping JupyterLab and its kernels ...", file=sys.stderr, flush=True)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {s: signal.signal(s, on_signal)
+                    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}  # fmt: skip
     try:
-        return subprocess.call(cmd)
-    except KeyboardInterrupt:
-        return 0
+        proc = subprocess.Popen(cmd, env=lab_environment(), start_new_session=True)
+        while proc.poll() is None and not stopping.is_set():
+            stopping.wait(0.2)
+        _stop(proc, STOP_TIMEOUT_S)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if proc is not None and proc.poll() is None:  # NOTE: an error above: stop it anyway
+            _stop(proc, STOP_TIMEOUT_S)
+    code = proc.returncode
+    return code if code >= 0 else 128 - code  # NOTE: killed by signal N: the shell's 128+N

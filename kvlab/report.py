@@ -8,11 +8,13 @@ ids, vLLM's identifiers and every number are the same in every language.
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -162,9 +164,18 @@ def print_demo_report(console: Console, result: Any, paths: dict[str, Path]) -> 
     console.print(Text.assemble((_("trace: "), "bold"), str(paths["trace"]), "   ",
                                 (_("player: "), "bold"), str(paths["html"]), "   ",
                                 (_("summary: "), "bold"), str(paths["summary"])))
-    console.print(_("next: [bold]kvlab trace show {trace} --event 200[/]  ·  open {html} in a "
-                    "browser to step through every event").format(trace=paths["trace"],
-                                                                  html=paths["html"]))
+    from kvlab.cli_hints import activate_hint, kvlab_command
+
+    show = (f"{kvlab_command()} trace show {shlex.quote(str(paths['trace']))} "
+            f"--event {min(200, last)}")
+    # NOTE: soft_wrap: the command stays on one line, so it can be copied and run as printed
+    console.print(_("next: [bold]{command}[/]").format(command=escape(show)), soft_wrap=True)
+    console.print("  " + _("or open {html} in a browser to step through every event").format(
+        html=escape(str(paths["html"]))))
+    tip = activate_hint()
+    if tip is not None:
+        console.print(_("[dim]tip: run [bold]{command}[/] once in this shell, and plain "
+                        "[bold]kvlab[/] works too[/]").format(command=escape(tip)), soft_wrap=True)
 
 
 def print_generation(console: Console, llm: Any, out: Any) -> None:

@@ -57,9 +57,17 @@ def find_notebook(number: str, notebook_dir: str | Path | None = None, lang: str
     folder = Path(notebook_dir) / ("zh" if check_language(lang) == "zh" else "")
     found = sorted(folder.glob(f"{int(number):02d}_*.ipynb"))
     if not found:
-        known = ", ".join(p.name[:2] for p in sorted(folder.glob("[0-9][0-9]_*.ipynb")))
-        raise FileNotFoundError(f"no notebook {int(number):02d} in {folder}; there are: {known}")
+        raise FileNotFoundError(f"there is no notebook {int(number):02d} in {folder}; "
+                                f"{_holds(folder)}")  # fmt: skip
     return found[0]
+
+
+def _holds(folder: Path) -> str:
+    """What ``folder`` holds, for an error message: "it holds 01, 02, ..." or why not."""
+    if not folder.is_dir():
+        return "that folder does not exist"
+    known = [p.name[:2] for p in sorted(folder.glob("[0-9][0-9]_*.ipynb"))]
+    return f"it holds {', '.join(known)}" if known else "it holds no course notebooks (NN_*.ipynb)"
 
 
 def _mark_slides(nb) -> None:
@@ -118,7 +126,7 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
     return page
 
 
-@click.command()
+@click.command(short_help="A course notebook as offline reveal.js slides.")
 @click.argument("number")
 @click.option("--out", "out_dir", default="slides", show_default=True,
               type=click.Path(file_okay=False), help="Folder for the slides and their assets.")
@@ -128,10 +136,42 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
               help="Language of the notebook (zh: notebooks/zh/); default: kvlab's --lang, else "
               "KVLAB_LANG or the locale.")  # fmt: skip
 def slides(number: str, out_dir: str, notebook_dir: str | None, lang: str | None) -> None:
-    """Export course notebook NUMBER (e.g. 03) to offline reveal.js slides."""
+    """Export course notebook NUMBER (03, or 3) to offline reveal.js slides."""
+    from kvlab.cli_checks import check_output_dir
+
     try:
         lang = check_language(lang) if lang is not None else language()
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--lang'") from exc
-    page = export_slides(find_notebook(number, notebook_dir, lang), out_dir)
+    if not re.fullmatch(r"\d{1,2}", number):
+        raise click.BadParameter(f"{number!r} is not a notebook number: give one or two digits, "
+                                 "e.g. 03", param_hint="NUMBER")  # fmt: skip
+    folder = _notebook_folder(notebook_dir)
+    try:
+        notebook = find_notebook(number, folder, lang)
+    except FileNotFoundError as exc:
+        raise click.BadParameter(str(exc), param_hint="NUMBER") from None
+    check_output_dir(Path(out_dir), "--out")
+    page = export_slides(notebook, out_dir)
     click.echo(f"wrote {page} (open it in a browser; arrows move, Esc shows the overview)")
+
+
+def _notebook_folder(notebook_dir: str | None) -> Path:
+    """``--notebooks`` checked (an existing folder holding NN_*.ipynb), else the default."""
+    from kvlab.lab import find_notebook_dir
+
+    if notebook_dir is None:
+        try:
+            return find_notebook_dir()
+        except FileNotFoundError as exc:
+            raise click.UsageError(f"{exc} with --notebooks DIR") from None
+    folder = Path(notebook_dir)
+    if folder.is_dir() and any(folder.glob("[0-9][0-9]_*.ipynb")):
+        return folder
+    try:
+        where = f"; the course notebooks are in {find_notebook_dir()}"
+    except FileNotFoundError:
+        where = ""
+    what = (f"{folder} holds no course notebooks (NN_*.ipynb)" if folder.is_dir()
+            else f"there is no folder {folder}")  # fmt: skip
+    raise click.BadParameter(f"{what}{where}", param_hint="'--notebooks'")

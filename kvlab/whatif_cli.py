@@ -1,7 +1,7 @@
 """``kvlab whatif``: the hit rate a real trace would get at each cache capacity.
 
     kvlab whatif TRACE --format mooncake --capacity-tokens 1e4,1e5,1e6 [--block-size 16,512]
-                 [--caches vllm,nano,radix] --json OUT.json [--svg CURVE.svg] [--png CURVE.png]
+                 [--caches vllm,nano-vllm,radix] --json OUT.json [--svg CURVE.svg] [--png CURVE.png]
 
 Prints a table and writes ``{"results": [{"cache", "capacity_tokens", "block_size",
 "hit_rate", "hit_tokens", "prompt_tokens", "evicted_blocks", "preemptions", ...}, ...]}``
@@ -12,25 +12,28 @@ curve (kvlab.traffic.plot). Progress bars (tqdm, on stderr) show only on a termi
 Scheduler at the trace's timestamps (kvlab.traffic.timed; rows add timing and preemptions).
 ``--format``: mooncake, jsonl (prompt token ids), kvtrace (a saved kvlab trace) or kvevents
 (a recorded vLLM KV-event stream); see kvlab.traffic.formats. Bad flags exit
-with status 2 before any work; the JSON is written atomically (temporary file, then rename).
+with status 2 before any work. Each output file (``--json``, ``--svg``, ``--png``) is written
+atomically (temporary file, then rename) with the user's normal file mode (0666 minus the
+umask), and the command says where it wrote it. Caches are named as everywhere in kvlab: vllm,
+nano-vllm (``nano`` is accepted too) and radix.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+import shlex
 from pathlib import Path
 from typing import Any
 
 import click
 
+from kvlab.cli_checks import CACHES_HELP, parse_cache_names
 from kvlab.i18n import N_, _
 
 __all__ = ["whatif"]
 
 _FORMATS = ("mooncake", "jsonl", "kvtrace", "kvevents")  # NOTE: kvlab.traffic.FORMATS
-_CACHES = ("vllm", "nano", "radix")
+_LIBRARY_NAME = {"nano-vllm": "nano"}  # NOTE: kvlab.traffic's name for nano-vllm's cache
 
 
 def _capacities(text: str, block_size: int) -> list[int]:
@@ -69,15 +72,11 @@ def _load_requests(trace: Path, fmt: str, limit: int | None) -> list:
 
 
 def write_json_atomic(path: Path, obj: object) -> None:
-    """Write ``obj`` as JSON to ``path`` through a temporary file and a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent or Path("."), prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Write ``obj`` as JSON to ``path`` atomically, with the user's normal file mode."""
+    from kvlab.trace.atomic_file import atomic_write
+
+    with atomic_write(path, "w") as f:
+        json.dump(obj, f, indent=1)
 
 
 def _block_sizes(text: str, fmt: str) -> list[int]:
@@ -103,8 +102,10 @@ def _check_images(svg: Path | None, png: Path | None) -> None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise click.UsageError("--svg / --png need matplotlib: pip install "
-                                   "'kvlab[viz]'") from None  # fmt: skip
+            from kvlab.cli_hints import install_hint
+
+            raise click.UsageError("--svg / --png need matplotlib (the viz extra), which is not "
+                                   f"installed: {install_hint('viz')}") from None  # fmt: skip
 
 
 def _print_table(title: str, rows: list[dict]) -> None:
@@ -116,7 +117,11 @@ def _print_table(title: str, rows: list[dict]) -> None:
     cols = (N_("cache"), N_("block size"), N_("capacity (tokens)"), N_("hit rate"),
             N_("hit tokens"), N_("evicted blocks"), N_("rejected"))  # fmt: skip
     for col in cols + ((N_("preemptions"), N_("p99 wait (ms)")) if timed else ()):
-        table.add_column(_(col), justify="left" if col == "cache" else "right")
+        if col == "cache":  # NOTE: whole cache names (nano-vllm) even at 80 columns
+            table.add_column(_(col), justify="left", no_wrap=True,
+                             min_width=max((len(r["cache"]) for r in rows), default=5))
+        else:
+            table.add_column(_(col), justify="right")
     for r in rows:
         cap = "∞" if r["capacity_tokens"] is None else f"{r['capacity_tokens']:,}"
         extra = ()
@@ -139,12 +144,15 @@ def _write_outputs(rows: list[dict], title: str, json_out: Path | None, svg: Pat
         fig = hit_rate_figure(rows, title=title)
     if json_out is not None:
         write_json_atomic(json_out, {"results": rows})
+        click.echo(_("wrote the results (JSON) to {path}").format(path=json_out))
     if fig is not None:
         from kvlab.traffic.plot import save_figure
 
         for path, kind in ((svg, "svg"), (png, "png")):
             if path is not None:
                 save_figure(fig, path, kind)
+                click.echo(_("wrote the hit-rate curve ({format}) to {path}").format(
+                    format=kind.upper(), path=path))
 
 
 def _check_trace_at(trace_at: float | None, explain_index: int | None, save: Path | None,
@@ -175,6 +183,7 @@ def _insights(reqs: list, block_size: int, top: int | None, trace_cap: int | Non
         return
     from rich.console import Console
 
+    from kvlab.cli_hints import kvlab_command
     from kvlab.traffic import explain_request, prepare_blocks, record_vllm, top_prefixes
 
     console = Console(highlight=False)
@@ -196,7 +205,7 @@ def _insights(reqs: list, block_size: int, top: int | None, trace_cap: int | Non
                   "request) to {path}").format(capacity=f"{trace_cap:,}",
                                                events=f"{len(res.trace):,}", path=save)
         show = _("show it: {command}, or {code} in a notebook").format(
-            command=f"kvlab trace show {save}",
+            command=f"{kvlab_command()} trace show {shlex.quote(str(save))}",
             code="kvlab.viz.TracePlayer(kvlab.trace.load_trace(path))")
         click.echo(f"\n{saved}\n{show}")
 
@@ -217,7 +226,7 @@ def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
     console.print(table)
 
 
-@click.command()
+@click.command(short_help="Hit rate of a real trace at each cache capacity.")
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", default="mooncake", show_default=True,
               help=f"Trace format: {', '.join(_FORMATS)}.")
@@ -225,7 +234,7 @@ def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
 @click.option("--block-size", default="512", show_default=True,
               help="kvlab block size(s), comma-separated (tokens).")
 @click.option("--caches", default="vllm", show_default=True,
-              help=f"Comma-separated, of {', '.join(_CACHES)}.")
+              help=f"Comma-separated, of {CACHES_HELP}.")
 @click.option("--clock", default="sequence", show_default=True,
               help="Replay clock: sequence, or timed (vllm only; kvlab.traffic.timed).")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
@@ -263,11 +272,7 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
     if clock not in ("sequence", "timed"):
         raise click.BadParameter(f"unknown clock {clock!r}; allowed: sequence, timed",
                                  param_hint="--clock")  # fmt: skip
-    names = [c.strip() for c in caches.split(",") if c.strip()]
-    bad = [c for c in names if c not in _CACHES]
-    if bad or not names:
-        raise click.BadParameter(f"unknown cache {bad[0] if bad else caches!r}; allowed: "
-                                 f"{', '.join(_CACHES)}", param_hint="--caches")  # fmt: skip
+    names = parse_cache_names([c for c in caches.split(",") if c.strip()], "--caches")
     if clock == "timed" and names != ["vllm"]:
         raise click.BadParameter(f"only vllm supports the timed clock, got {caches!r}",
                                  param_hint="--caches")  # fmt: skip
@@ -283,11 +288,14 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
         raise click.BadParameter(f"request {explain_index} is outside the trace; allowed: "
                                  f"0..{len(reqs) - 1}", param_hint="--explain")  # fmt: skip
     try:
-        results = sweep(reqs, names, caps, sizes, progress=False if no_progress else None,
-                        clock=clock)
+        results = sweep(reqs, [_LIBRARY_NAME.get(n, n) for n in names], caps, sizes,
+                        progress=False if no_progress else None, clock=clock)
     except ValueError as exc:  # NOTE: a block size not dividing a kvevents recording's
         raise click.ClickException(str(exc)) from None
     rows = sweep_rows(results)
+    canonical = {v: k for k, v in _LIBRARY_NAME.items()}
+    for row in rows:  # NOTE: one name for each cache in every output (table, JSON, plot)
+        row["cache"] = canonical.get(row["cache"], row["cache"])
     bs_text = ", ".join(str(bs) for bs in sizes)
     title = f"{trace.name}: {len(reqs):,} requests, block size {bs_text}"
     _print_table(_("{trace}: {requests} requests, block size {block_sizes}").format(

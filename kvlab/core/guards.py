@@ -29,7 +29,7 @@ from numbers import Integral
 from typing import Any
 
 from kvlab.core.kv_cache_interface import CrossAttentionSpec
-from kvlab.core.kv_cache_utils import KVCacheBlock, called_from_core
+from kvlab.core.kv_cache_utils import called_from_core, is_block
 from kvlab.core.request import Request
 
 BlockPool = Any  # NOTE: block_pool imports this module; annotated by name, not imported
@@ -72,7 +72,7 @@ def _blocks_type_error(method: str, arg: str, value: Any) -> TypeError:
     items = list(value) if isinstance(value, (list, tuple)) else None
     bad = "" if items is None else next(
         (f" (item {i} is {type(x).__name__} {x!r:.60})" for i, x in enumerate(items)
-         if not isinstance(x, KVCacheBlock)), "",
+         if not is_block(x)), "",
     )  # fmt: skip
     return TypeError(
         f"{method}: {arg} must be an iterable of KVCacheBlock, got {type(value).__name__}{bad}; "
@@ -80,13 +80,13 @@ def _blocks_type_error(method: str, arg: str, value: Any) -> TypeError:
     )
 
 
-def _materialise_blocks(method: str, arg: str, blocks: Any) -> Sequence[KVCacheBlock]:
+def _materialise_blocks(method: str, arg: str, blocks: Any) -> Sequence[Any]:
     """``blocks`` as a sequence of KVCacheBlock (a one-shot iterator becomes a list)."""
     if isinstance(blocks, (str, bytes)) or not isinstance(blocks, Iterable):
         raise _blocks_type_error(method, arg, blocks)
     seq = blocks if isinstance(blocks, Sequence) else list(blocks)
     for block in seq:
-        if not isinstance(block, KVCacheBlock):
+        if not is_block(block):
             raise _blocks_type_error(method, arg, list(seq))
     return seq
 
@@ -183,7 +183,7 @@ def guard_cache_full_blocks(
         return
     new_full_blocks = blocks[num_cached_blocks:num_full_blocks]
     for blk in new_full_blocks:
-        if not isinstance(blk, KVCacheBlock):
+        if not is_block(blk):
             raise TypeError(
                 f"cache_full_blocks: blocks must hold KVCacheBlock, got {type(blk).__name__} "
                 f"{blk!r:.60} among the new full blocks"
@@ -219,7 +219,7 @@ def guard_get_new_blocks(pool: BlockPool, num_blocks: Any) -> None:
         )
 
 
-def guard_touch(pool: BlockPool, blocks: Any) -> Sequence[KVCacheBlock]:
+def guard_touch(pool: BlockPool, blocks: Any) -> Sequence[Any]:
     """touch: KVCacheBlocks; each free one (ref_cnt 0, not null) must be in the free queue."""
     if called_from_core():
         return blocks
@@ -233,7 +233,7 @@ def guard_touch(pool: BlockPool, blocks: Any) -> Sequence[KVCacheBlock]:
     return seq
 
 
-def guard_free_blocks(pool: BlockPool, ordered_blocks: Any) -> Sequence[KVCacheBlock]:
+def guard_free_blocks(pool: BlockPool, ordered_blocks: Any) -> Sequence[Any]:
     """free_blocks: no pool block freed below ref_cnt 0, none linked into the queue twice.
 
     A KVCacheBlock the caller built (not this pool's block of its id) gets vLLM's treatment,
@@ -417,7 +417,7 @@ def _check_hit_blocks(mgr: Any, request_id: str, blocks: tuple, num_new_computed
         running = request_id in manager.num_cached_block
         if len(group):
             for block in group:
-                if not isinstance(block, KVCacheBlock):
+                if not is_block(block):
                     raise TypeError(f"new_computed_blocks must hold KVCacheBlock, got {type(block).__name__}")
             if cross:
                 raise ValueError("cross-attention groups never have prefix-cache hits")

@@ -2083,9 +2083,17 @@ def guard_popleft_n(queue: FreeKVCacheBlockQueue, n: Any) -> None:
         raise ValueError(f"popleft_n({n}): n must be in [0, num_free_blocks={queue.num_free_blocks}]")
 
 
+def is_block(value: Any) -> bool:
+    """A KVCacheBlock, or anything with its fields (vLLM's code is duck-typed: a block class
+    from a reloaded module, or a learner's, works there too)."""
+    return value.__class__ is KVCacheBlock or (
+        hasattr(value, "block_id") and hasattr(value, "ref_cnt") and hasattr(value, "prev_free_block")
+    )
+
+
 def guard_queue_block(block: Any, op: str) -> None:
     """remove / append: the argument must be a KVCacheBlock."""
-    if block.__class__ is KVCacheBlock or isinstance(block, KVCacheBlock):
+    if is_block(block):
         return
     raise TypeError(f"{op}: expected a KVCacheBlock, got {type(block).__name__} {block!r:.80}")
 
@@ -2108,6 +2116,8 @@ def guard_append_n(queue: FreeKVCacheBlockQueue, blocks: Any) -> None:
     """append_n: a list of KVCacheBlocks in no queue, each listed once (core's callers trusted)."""
     if blocks.__class__ is list and not blocks or called_from_core():
         return
+    if queue.fake_free_list_tail.prev_free_block is None:
+        return  # a corrupted queue: vLLM's own assert names it
     if not isinstance(blocks, list):
         raise TypeError(f"append_n: blocks must be a list of KVCacheBlock, got {type(blocks).__name__}")
     seen: set[int] = set()

@@ -20,11 +20,9 @@ other (``kvlab.trace.fileformat_checks`` lists the checks and limits). Saving is
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
-import tempfile
 import zipfile
 from collections import OrderedDict
 from os import PathLike
@@ -33,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from kvlab._version import __version__ as _KVLAB_VERSION
+from kvlab.trace.atomic_file import atomic_write
 from kvlab.trace.columns import COLUMN_DTYPES, OFFSET_DTYPE, PAYLOAD_DTYPE, Columns
 from kvlab.trace.fileformat_checks import (
     DEFAULT_MAX_BYTES,
@@ -108,19 +107,8 @@ def save_trace(trace: Any, path: str | PathLike[str]) -> int:
             f"cannot save the trace: its config must be JSON-serialisable ({exc}); nothing was "
             "written"
         ) from exc
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            _write_zip(fh, header_json, arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _mode_for(path))
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(directory)
+    with atomic_write(path, "wb") as fh:
+        _write_zip(fh, header_json, arrays)
     return os.path.getsize(path)
 
 
@@ -156,35 +144,6 @@ def _write_zip(fh: Any, header_json: str, arrays: dict[str, np.ndarray]) -> None
             buf = io.BytesIO()
             np.lib.format.write_array(buf, np.ascontiguousarray(arr), allow_pickle=False)
             zf.writestr(f"{name}.npy", buf.getvalue())
-
-
-def _mode_for(path: str) -> int:
-    """The existing file's permission bits, else the default for a new file (0o666 - umask)."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        pass
-    try:  # NOTE: Linux reports the umask without changing it (os.umask would, process-wide)
-        with open("/proc/self/status", encoding="ascii") as fh:
-            umask = next(int(ln.split()[1], 8) for ln in fh if ln.startswith("Umask:"))
-    except (OSError, StopIteration, ValueError, IndexError):
-        umask = os.umask(0)
-        os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _fsync_dir(directory: str) -> None:
-    """Make the rename durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _state_arrays(s: KVState) -> dict[str, np.ndarray]:

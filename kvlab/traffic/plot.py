@@ -2,6 +2,9 @@
 
 One line per (cache, block size) over the capacities swept, on a log x axis (tokens), and one
 gray horizontal line per block size for the infinite cache (the most any cache can hit).
+Caches that agree draw the same line: each copy keeps its own colour and marker, drawn thinner
+and smaller on top of the first (hollow markers, so all show), and its legend entry says
+"identical to" the line it repeats.
 The knee of a line is the capacity past which more cache buys little: the trace's reused
 prefixes fit from there on.
 
@@ -21,8 +24,6 @@ Examples:
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from collections.abc import Iterable
 from functools import cache
 from os import PathLike
@@ -34,8 +35,10 @@ __all__ = ["IMAGE_FORMATS", "hit_rate_figure", "save_figure"]
 IMAGE_FORMATS = ("svg", "png")
 """File formats ``save_figure`` writes."""
 
-_COLORS = {"vllm": "tab:blue", "nano": "tab:orange", "radix": "tab:green"}
+_COLORS = {"vllm": "tab:blue", "nano-vllm": "tab:orange", "nano": "tab:orange",
+           "radix": "tab:green"}
 _STYLES = ("-", "--", ":", "-.")
+_MARKERS = ("o", "s", "^", "D", "v")
 
 
 def _row(r: Any) -> dict[str, Any]:
@@ -67,8 +70,10 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise ImportError("drawing the hit-rate curve needs matplotlib: "
-                          "pip install 'kvlab[viz]'") from None  # fmt: skip
+        from kvlab.cli_hints import install_hint
+
+        raise ImportError("drawing the hit-rate curve needs matplotlib (the viz extra): "
+                          f"{install_hint('viz')}") from None  # fmt: skip
     rows = [_row(r) for r in results]
     lines: dict[tuple[str, int], list[tuple[int, float]]] = {}
     best: dict[int, float] = {}
@@ -84,10 +89,8 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
     style = {bs: _STYLES[i % len(_STYLES)] for i, bs in enumerate(sizes)}
     fig = _figure_class()(figsize=(7, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    for (name, bs), points in lines.items():
-        xs, ys = zip(*sorted(points), strict=True)
-        ax.plot(xs, ys, style[bs], marker="o", color=_COLORS.get(name, "tab:purple"),
-                label=f"{name}, block size {bs}")  # fmt: skip
+    for line in _line_styles(lines, style):
+        ax.plot(line.pop("xs"), line.pop("ys"), **line)
     for bs in sorted(best):
         ax.axhline(best[bs], linestyle=style[bs], color="0.35", linewidth=1,
                    label=f"infinite cache, block size {bs}")  # fmt: skip
@@ -105,6 +108,34 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
     fig.draw_without_rendering()
     fig.set_layout_engine("none")
     return fig
+
+
+def _line_styles(lines: dict[tuple[str, int], list[tuple[int, float]]],
+                 style: dict[int, str]) -> list[dict[str, Any]]:  # fmt: skip
+    """``ax.plot`` arguments per line. Lines with the same points (caches that agree) would
+    hide each other: each copy gets its own marker, is drawn thinner and smaller on top of the
+    one before (hollow markers, so every colour shows) and says which line it repeats."""
+    out: list[dict[str, Any]] = []
+    first: dict[tuple, list[int]] = {}
+    for i, ((name, bs), points) in enumerate(lines.items()):
+        xs, ys = zip(*sorted(points), strict=True)
+        key = (xs, tuple(round(y, 9) for y in ys))
+        same = first.setdefault(key, [])
+        label = f"{name}, block size {bs}"
+        if same:
+            label += f" (identical to {out[same[0]]['label']})"
+        same.append(i)
+        out.append({"xs": xs, "ys": ys, "linestyle": style[bs], "label": label, "marker": "o",
+                    "color": _COLORS.get(name, "tab:purple")})  # fmt: skip
+    for group in first.values():
+        if len(group) == 1:
+            continue  # NOTE: a line of its own keeps matplotlib's default look
+        for rank, i in enumerate(group):  # NOTE: the first copy is the widest, drawn underneath
+            left = len(group) - 1 - rank
+            out[i].update(marker=_MARKERS[rank % len(_MARKERS)], linewidth=1.5 + 2.0 * left,
+                          markersize=6 + 4 * left, zorder=2 + rank, markerfacecolor="none",
+                          markeredgewidth=1.5)  # fmt: skip
+    return out
 
 
 @cache
@@ -134,7 +165,8 @@ def _savefig(fig: Any, f: Any, fmt: str) -> None:
 
 
 def save_figure(fig: Any, path: str | PathLike[str], fmt: str | None = None) -> None:
-    """Write ``fig`` to ``path`` atomically (a temporary file, then a rename).
+    """Write ``fig`` to ``path`` atomically (a temporary file, then a rename), with the mode a
+    new file gets (0666 minus the umask) or the mode of the file it replaces.
 
     Args:
         fig: A matplotlib Figure.
@@ -149,11 +181,7 @@ def save_figure(fig: Any, path: str | PathLike[str], fmt: str | None = None) -> 
     if fmt not in IMAGE_FORMATS:
         raise ValueError(f"cannot write {path.name!r} as {fmt!r}; allowed: "
                          f"{', '.join(IMAGE_FORMATS)}")  # fmt: skip
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _savefig(fig, f, fmt)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    from kvlab.trace.atomic_file import atomic_write
+
+    with atomic_write(path, "wb") as f:
+        _savefig(fig, f, fmt)

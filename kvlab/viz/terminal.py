@@ -48,6 +48,7 @@ from kvlab.viz.snapshot import (
 
 __all__ = [
     "Flow",
+    "Hanging",
     "render_block_table",
     "render_free_queue",
     "render_legend",
@@ -115,6 +116,37 @@ class Flow:
             line.append_text(item)
             filled = True
         yield line
+
+
+class Hanging:
+    """A line of text wrapped to the width with a hanging indent: continuation lines start
+    ``indent`` cells in, so a wrapped line does not read as the start of the next one.
+
+    Args:
+        text: One line (no newlines); its styles are kept on every wrapped piece.
+        indent: Cells before each continuation line (at most half the width is used).
+    """
+
+    def __init__(self, text: Text, indent: int) -> None:
+        self.text, self.indent = text, max(0, indent)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        indent = min(self.indent, width // 2)
+        lines = self.text.wrap(console, width, overflow="fold")
+        if len(lines) <= 1:
+            yield from lines
+            return
+        cut = len(lines[0].plain)
+        first = lines[0].copy()
+        first.rstrip()
+        yield first
+        plain = self.text.plain
+        while cut < len(plain) and plain[cut] == " ":
+            cut += 1
+        for line in self.text[cut:].wrap(console, width - indent, overflow="fold"):
+            line.rstrip()
+            yield Text(" " * indent) + line
 
 
 @with_language

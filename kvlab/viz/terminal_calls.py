@@ -11,6 +11,7 @@ Examples:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -32,6 +33,7 @@ from kvlab.viz.palette import HIT, MISS, SEGMENT_COLOURS, SEGMENT_SYMBOLS
 from kvlab.viz.snapshot import group_label, state_at
 from kvlab.viz.terminal import (
     Flow,
+    Hanging,
     render_block_table,
     render_free_queue,
     render_pool_grid,
@@ -256,6 +258,10 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
     return Group(title, bar, ruler, legend, note)
 
 
+_EVENT_HEAD = re.compile(r"^(?:▶ |  )#\d+ step -?\d+ +")
+"""The marker, event index and step of an event line: its continuation lines hang past it."""
+
+
 @with_language
 def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> RenderableType:
     """The events around ``index``, nested calls indented, ``index`` highlighted.
@@ -285,13 +291,16 @@ def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> Re
     for e in window:
         text = str(e) + (f"  ⟵ {notes[e.seq]}" if e.seq in notes else "")
         if e.seq == index:
-            lines.append(Text("▶ " + text, style="reverse bold"))
+            line = Text("▶ " + text, style="reverse bold")
         elif e.kind in (K.CALL_BEGIN, K.CALL_END, K.STEP):
-            lines.append(Text("  " + text, style="bold"))
+            line = Text("  " + text, style="bold")
         elif e.kind in (K.LOOKED_UP, K.FIXED_POINT_ITERATED):
-            lines.append(Text("  " + text, style="dim"))
+            line = Text("  " + text, style="dim")
         else:
-            lines.append(Text("  " + text))
+            line = Text("  " + text)
+        # NOTE: a long event wraps under its kind, two cells in, not back to column 0
+        head = _EVENT_HEAD.match(line.plain)
+        lines.append(Hanging(line, (head.end() if head else 2) + 2))
     return Group(*lines)
 
 

@@ -120,4 +120,4 @@ def test_lab_refuses_bad_arguments_clearly(tmp_path: Path) -> None:
     out = runner.invoke(main, ["lab", "--port", "0"])
     assert out.exit_code == 2 and "0 is not in the range 1<=x<=65535" in out.output
     out = runner.invoke(main, ["lab", "--notebooks", str(tmp_path / "missing")])
-    assert out.exit_code == 1 and "is not a folder" in out.output
+    assert out.exit_code == 2 and "--notebooks" in out.output and "does not exist" in out.output

@@ -5,9 +5,13 @@ folder, and prints what the README shows.
   random in each process otherwise). A ```text block right after one (only prose-free blank
   lines between) is its expected stdout, compared line by line; ``...`` marks a cut, as in
   doctest's ELLIPSIS. Nothing else is normalised.
-- ```bash blocks: each ``kvlab ...`` line runs through ``python -m kvlab.cli`` in the same folder
-  (so ``run.kvtrace`` saved by a Python block is there) and must exit 0 without a traceback;
-  ``make ...`` lines are checked by tests/test_makefile.py.
+- ```bash blocks run literally, as a newcomer types them after ``make demo``: each block in
+  one bash shell in that folder (so ``source .venv/bin/activate`` holds for the lines after it
+  and ``run.kvtrace`` saved by a Python block is there), with ``.venv`` this environment and
+  ``kvlab`` not on the PATH before the block puts it there; every line must succeed without a
+  traceback. ``make ...`` lines are checked by tests/test_makefile.py.
+- The "next:" hints that ``kvlab demo`` and ``kvlab whatif --save`` print run as printed, in a
+  plain shell and in one where the environment is active.
 - Every repository path the README names in backticks exists, and it names nothing a clone
   lacks (a sibling ``../shared`` folder, "the study notes").
 """
@@ -52,6 +56,28 @@ def _env() -> dict[str, str]:
             "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
+def _newcomer(folder: Path) -> dict[str, str]:
+    """``folder`` as a clone after ``make demo`` (``.venv`` is this environment) and the
+    environment of a shell where it is not active yet (no ``kvlab`` on the PATH)."""
+    venv = Path(sys.prefix)
+    if not (venv / "bin" / "kvlab").is_file() or not (venv / "bin" / "activate").is_file():
+        pytest.fail(f"the tests run from a virtual environment with the kvlab script ({venv})")
+    (folder / ".venv").symlink_to(venv, target_is_directory=True)
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep)
+            if p and not (Path(p) / "kvlab").exists()]
+    env = {**_env(), "PATH": os.pathsep.join(path)}
+    env.pop("VIRTUAL_ENV", None)
+    return env
+
+
+def _bash(script: str, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["bash", "-e", "-c", script], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
+        f"{script!r} failed as printed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
 def _check_output(expected: str, got: str, where: str) -> None:
     want = "\n".join(line.rstrip() for line in expected.splitlines()) + "\n"
     have = "\n".join(line.rstrip() for line in got.splitlines()) + "\n"
@@ -71,6 +97,7 @@ def test_the_readme_has_the_blocks_this_test_knows() -> None:
 
 @pytest.mark.model
 def test_every_readme_block_runs_and_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    env = _newcomer(tmp_path)
     ran = []
     for n, (lang, code, expected) in enumerate(readme_blocks()):
         if lang == "python":
@@ -82,20 +109,59 @@ def test_every_readme_block_runs_and_prints_what_the_readme_shows(tmp_path: Path
             _check_output(expected or "", proc.stdout, f"README python block {n}")
             ran.append(f"python {n}")
         elif lang == "bash":
-            for line in code.splitlines():
-                words = shlex.split(line, comments=True)
-                if not words or words[0] == "make":
-                    continue
-                assert words[0] == "kvlab", f"README bash line this test cannot run: {line!r}"
-                proc = subprocess.run([sys.executable, "-m", "kvlab.cli", *words[1:]],
-                                      cwd=tmp_path, env=_env(), capture_output=True, text=True,
-                                      timeout=300)
-                assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
-                    f"README line {line!r} failed:\n{proc.stdout[-2000:]}\n{proc.stderr}")
-                ran.append(" ".join(words[:2]))
-    assert ran == ["python 3", "kvlab generate", "kvlab trace", "kvlab trace", "kvlab figures",
-                   "kvlab compare", "python 5"], ran
+            lines = [ln for ln in code.splitlines()
+                     if shlex.split(ln, comments=True) and not ln.startswith("make ")]
+            if lines:
+                _bash("\n".join(lines), tmp_path, env)  # NOTE: literally, in one shell
+                ran += [" ".join(shlex.split(ln, comments=True)[:2]) for ln in lines]
+    assert ran == ["python 3", "source .venv/bin/activate", "kvlab generate", "kvlab trace",
+                   "kvlab trace", "kvlab figures", "kvlab compare", "python 5"], ran
     assert (tmp_path / "run.kvtrace").is_file() and (tmp_path / "figures").is_dir()
+
+
+def test_kvlab_is_not_found_until_the_readme_says_how(tmp_path: Path) -> None:
+    """The newcomer's shell of the tests above really lacks kvlab (else they prove nothing)."""
+    env = _newcomer(tmp_path)
+    plain = subprocess.run(["bash", "-c", "kvlab --version"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    assert plain.returncode == 127 and "kvlab: command not found" in plain.stderr
+    _bash(".venv/bin/kvlab --version", tmp_path, env)
+    _bash("source .venv/bin/activate\nkvlab --version", tmp_path, env)
+
+
+def _hint(output: str, prefix: str) -> str:
+    (line,) = [ln.strip() for ln in output.splitlines() if ln.strip().startswith(prefix)]
+    return line[len(prefix):].strip()
+
+
+@pytest.mark.parametrize("active", [False, True], ids=["plain shell", "active venv"])
+def test_the_hint_whatif_prints_runs_as_printed(tmp_path: Path, active: bool) -> None:
+    env = _newcomer(tmp_path)
+    trace = REPO / "tests" / "data" / "mooncake" / "conversation_excerpt.jsonl"
+    run = (f"{'source .venv/bin/activate; kvlab' if active else '.venv/bin/kvlab'} whatif "
+           f"{trace} --capacity-tokens 1e5 --limit 5 --no-progress --trace-at 1e5 "
+           "--save run.kvtrace")
+    proc = _bash(run, tmp_path, env)
+    command = _hint(proc.stdout, "show it:").split(", or ")[0]
+    assert command == ("kvlab" if active else ".venv/bin/kvlab") + " trace show run.kvtrace"
+    shown = _bash(("source .venv/bin/activate; " if active else "") + command, tmp_path, env)
+    assert "free_block_queue" in shown.stdout
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_the_hints_the_demo_prints_run_as_printed(tmp_path: Path) -> None:
+    env = _newcomer(tmp_path)
+    demo = _bash(".venv/bin/kvlab demo --quick", tmp_path, env)  # what `make demo` runs
+    command = _hint(demo.stdout, "next:")
+    assert command.startswith(".venv/bin/kvlab trace show kvlab-demo/demo.kvtrace --event ")
+    shown = _bash(command, tmp_path, env)
+    assert "free_block_queue" in shown.stdout and "events " in shown.stdout
+    page = _hint(demo.stdout, "or open").split(" in a browser")[0]
+    assert (tmp_path / page).is_file()
+    tip = _hint(demo.stdout, "tip: run").split(" once in this shell")[0]
+    assert tip == "source .venv/bin/activate"
+    _bash(f"{tip}\n{command.replace('.venv/bin/kvlab', 'kvlab', 1)}", tmp_path, env)
 
 
 def test_trace_show_event_in_the_readme_is_inside_the_trace() -> None:

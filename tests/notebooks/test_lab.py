@@ -22,6 +22,23 @@ from kvlab.lab import LAB_EXTENSIONS, find_notebook_dir, lab_command
 REPO = Path(__file__).resolve().parents[2]
 
 
+class _Exited:
+    """A stand-in for JupyterLab's process that has already exited with ``code``."""
+
+    def __init__(self, calls: list, code: int):
+        self.calls, self.code, self.pid, self.returncode = calls, code, -1, code
+
+    def __call__(self, cmd, **kwargs):
+        self.calls.append((cmd, kwargs))
+        return self
+
+    def poll(self) -> int:
+        return self.code
+
+    def wait(self, timeout=None) -> int:
+        return self.code
+
+
 def test_finds_the_course_notebooks_in_a_checkout() -> None:
     assert find_notebook_dir(REPO) == REPO / "notebooks"
     assert find_notebook_dir(REPO / "notebooks") == REPO / "notebooks"
@@ -60,12 +77,18 @@ def test_extra_options_are_appended_as_given() -> None:
 def test_launch_lab_passes_extra_options_to_jupyterlab(monkeypatch) -> None:
     import kvlab.lab as lab_mod
 
-    calls = []
-    monkeypatch.setattr(lab_mod.subprocess, "call", lambda cmd: calls.append(cmd) or 3)
+    calls: list = []
+    monkeypatch.setattr(lab_mod.subprocess, "Popen", _Exited(calls, 3))
     assert lab_mod.launch_lab(REPO / "notebooks", 8899, ["--allow-root"]) == 3
-    (cmd,) = calls
+    ((cmd, kwargs),) = calls
     assert cmd[:3] == [sys.executable, "-m", "jupyterlab"] and cmd[-1] == "--allow-root"
     assert "--ServerApp.port=8899" in cmd
+    # its own session (Ctrl+C reaches kvlab, which stops it), and the news notification off
+    assert kwargs["start_new_session"] is True
+    assert kwargs["env"]["JUPYTER_CONFIG_PATH"].split(os.pathsep)[-1] == str(lab_mod.LAB_CONFIG_DIR)
+    overrides = lab_mod.LAB_CONFIG_DIR / "labconfig" / "default_setting_overrides.json"
+    news = json.loads(overrides.read_text())["@jupyterlab/apputils-extension:notification"]
+    assert news["fetchNews"] == "false"
 
 
 def test_the_lab_command_takes_allow_root_and_passes_unknown_options(monkeypatch) -> None:
@@ -74,12 +97,12 @@ def test_the_lab_command_takes_allow_root_and_passes_unknown_options(monkeypatch
     import kvlab.lab as lab_mod
     from kvlab.cli import main
 
-    calls = []
-    monkeypatch.setattr(lab_mod.subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    calls: list = []
+    monkeypatch.setattr(lab_mod.subprocess, "Popen", _Exited(calls, 0))
     out = CliRunner().invoke(main, ["lab", "--notebooks", str(REPO / "notebooks"), "--allow-root",
                                     "--no-browser", "--LabApp.default_url=/lab/tree/01.ipynb"])
     assert out.exit_code == 0, out.output
-    (cmd,) = calls
+    ((cmd, _kwargs),) = calls
     assert cmd[-3:] == ["--allow-root", "--no-browser", "--LabApp.default_url=/lab/tree/01.ipynb"]
     help_text = CliRunner().invoke(main, ["lab", "--help"]).output
     assert "--allow-root" in help_text and "passed to JupyterLab" in help_text
@@ -125,7 +148,6 @@ def test_jupyterlab_serves_the_notebooks(tmp_path: Path) -> None:
          "--port", str(port), "--allow-root", *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,  # kvlab and the JupyterLab it starts: one process group
     )
     try:
         deadline, listing = time.monotonic() + 60, None
@@ -144,5 +166,5 @@ def test_jupyterlab_serves_the_notebooks(tmp_path: Path) -> None:
         # The lab API lists "@scope/name" as "scope-name".
         assert {x.lstrip("@").replace("/", "-") for x in LAB_EXTENSIONS} <= found
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        server.send_signal(signal.SIGTERM)  # kvlab stops the JupyterLab it started
+        assert server.wait(timeout=30) == 0

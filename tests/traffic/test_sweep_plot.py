@@ -55,7 +55,9 @@ def test_figure_draws_every_row():
     rate = {(r["cache"], r["block_size"], r["capacity_tokens"]): r["hit_rate"] for r in rows}
     assert got == [
         ("vllm, block size 512", [1024, 4096], [rate["vllm", 512, 1024], rate["vllm", 512, 4096]]),
-        ("vllm, block size 256", [1024, 4096], [rate["vllm", 256, 1024], rate["vllm", 256, 4096]]),
+        # NOTE: the same hit rates at both block sizes: the second line says so (and shows)
+        ("vllm, block size 256 (identical to vllm, block size 512)", [1024, 4096],
+         [rate["vllm", 256, 1024], rate["vllm", 256, 4096]]),
         ("infinite cache, block size 256", [0, 1], [rate["infinite", 256, None]] * 2),
         ("infinite cache, block size 512", [0, 1], [rate["infinite", 512, None]] * 2)]
     assert rate["vllm", 512, 1024] == 512 / 2724
@@ -88,7 +90,7 @@ def test_whatif_svg_png(tmp_path):
                                     "--svg", str(svg), "--png", str(png)])
     assert res.exit_code == 0, res.output
     assert json.loads(out.read_text())["results"] == _rows()
-    assert "<!-- vllm, block size 256 -->" in svg.read_text()
+    assert "<!-- vllm, block size 256 (identical to vllm, block size 512) -->" in svg.read_text()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "hashing blocks" not in res.output  # NOTE: no bar when stderr is not a terminal
     res = CliRunner().invoke(main, ["whatif", str(t), "--capacity-tokens", "1024",

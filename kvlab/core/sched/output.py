@@ -5,6 +5,11 @@ and the small EngineCoreOutput(s) records of vllm/v1/engine/__init__.py, keeping
 KV-cache-relevant fields only. Left out: multimodal features, LoRA, prompt embeddings,
 spec-decode tokens, structured output, connector metadata.
 
+kvlab adds the step log (``ScheduledRequest``, ``StepRecord``): ``Scheduler.step_log`` holds
+one StepRecord per ``schedule()``, built from the step's SchedulerOutput after vLLM's body;
+the reports, notebooks and views print it (vLLM's closest relatives are the per-request
+engine events and SchedulerStats).
+
 How the worker uses a SchedulerOutput::
 
     for new in out.scheduled_new_reqs:            # first time this request runs
@@ -19,6 +24,7 @@ How the worker uses a SchedulerOutput::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +33,10 @@ __all__ = [
     "EngineCoreOutput",
     "EngineCoreOutputs",
     "NewRequestData",
+    "ScheduledRequest",
     "SchedulerOutput",
     "SchedulerStats",
+    "StepRecord",
 ]
 
 
@@ -142,19 +150,23 @@ class EngineCoreOutput:
     """What one request produced in one step.
 
     Mirrors: vllm/v1/engine/__init__.py::EngineCoreOutput (request_id, new_token_ids,
-    finish_reason, stop_reason).
+    finish_reason, stop_reason, prefill_stats; finish_reason is the string, not the enum).
 
     Attributes:
         request_id: The request id.
         new_token_ids: Tokens appended this step (trimmed at a stop token).
         finish_reason: None while running, else "stop", "length" or "abort".
         stop_reason: The stop token id that ended it, if any.
+        prefill_stats: With the request's first output only: the prompt tokens of the
+            admission that produced it, split into computed and cached (a PrefillStats);
+            None afterwards.
     """
 
     request_id: str
     new_token_ids: list[int]
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    prefill_stats: Any = None
 
     @property
     def finished(self) -> bool:
@@ -188,3 +200,143 @@ class EngineCoreOutputs:
     finished_requests: set[str] = field(default_factory=set)
     scheduler_stats: SchedulerStats | None = None
     kv_events: list[Any] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- kvlab's step log
+@dataclass(frozen=True)
+class ScheduledRequest:
+    """One request's share of one step (kvlab's step log).
+
+    Attributes:
+        request_id: The request.
+        num_scheduled_tokens: Tokens computed this step (tokens).
+        num_computed_tokens: Tokens already computed before this step, prefix hit included
+            (tokens).
+        num_cached_tokens: Prefix-cache hit found when admitted this step (tokens); 0 for
+            requests that were already running.
+        kind: "new" (first admission), "resumed" (re-admitted after preemption) or "running".
+        phase: "decode" when computing the one token sampled last step, else "prefill"
+            (a whole or chunked prompt, or the recompute of a resumed request).
+        new_block_ids: Blocks per KV-cache group this step added (for new and resumed
+            requests: all of their blocks).
+
+    Examples:
+        >>> entry = ScheduledRequest("a", 8, 0, 4, "new", "prefill", ([1, 2],))
+        >>> StepRecord(step=0, scheduled=[entry]).describe()
+        'step 0: a new prefill 8 tok (hit 4)'
+    """
+
+    request_id: str
+    num_scheduled_tokens: int
+    num_computed_tokens: int
+    num_cached_tokens: int
+    kind: str
+    phase: str
+    new_block_ids: tuple[list[int], ...]
+
+
+@dataclass
+class StepRecord:
+    """What happened in one scheduler step (kvlab's step log; vLLM has no equivalent).
+
+    Attributes:
+        step: Index of the ``schedule()`` call (0-based).
+        scheduled: The scheduled requests in scheduling order (running first, then admitted).
+        preempted_req_ids: Requests preempted while scheduling, in preemption order (newest first).
+        finished_req_ids: Requests that finished after this step was scheduled and before the
+            next one (stopped in ``update_from_output`` or ended by ``finish_requests``).
+        total_num_scheduled_tokens: Sum of the scheduled tokens (tokens).
+        num_running: Running requests after scheduling.
+        num_waiting: Waiting requests after scheduling.
+        num_free_blocks: Free blocks in the pool after scheduling (blocks).
+    """
+
+    step: int
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    preempted_req_ids: list[str] = field(default_factory=list)
+    finished_req_ids: list[str] = field(default_factory=list)
+    total_num_scheduled_tokens: int = 0
+    num_running: int = 0
+    num_waiting: int = 0
+    num_free_blocks: int = 0
+
+    @classmethod
+    def from_output(
+        cls,
+        scheduler_output: SchedulerOutput,
+        preempted_req_ids: list[str],
+        requests: Mapping[str, Any],
+        num_running: int,
+        num_waiting: int,
+        num_free_blocks: int,
+    ) -> StepRecord:
+        """Summarise a finished ``schedule()`` from its output.
+
+        Args:
+            scheduler_output: The step's output (its ``step`` set); the requests'
+                num_computed_tokens have already advanced by the scheduled tokens.
+            preempted_req_ids: The step's preempted requests, in preemption order (the
+                output keeps a set).
+            requests: req_id -> Request, for every scheduled request.
+            num_running: Running requests after scheduling.
+            num_waiting: Waiting requests after scheduling.
+            num_free_blocks: Free blocks after scheduling (blocks).
+        """
+        num_groups = len(scheduler_output.num_common_prefix_blocks)
+        # req_id -> (kind, tokens computed before this step, blocks added this step).
+        before: dict[str, tuple[str, int, tuple[list[int], ...]]] = {}
+        for new_req in scheduler_output.scheduled_new_reqs:
+            before[new_req.req_id] = ("new", new_req.num_computed_tokens, new_req.block_ids)
+        cached = scheduler_output.scheduled_cached_reqs
+        for i, req_id in enumerate(cached.req_ids):
+            kind = "resumed" if req_id in cached.resumed_req_ids else "running"
+            block_ids = cached.new_block_ids[i]
+            if block_ids is None:
+                block_ids = tuple([] for _ in range(num_groups))
+            before[req_id] = (kind, cached.num_computed_tokens[i], block_ids)
+        scheduled = []
+        for req_id, num_tokens in scheduler_output.num_scheduled_tokens.items():
+            request = requests[req_id]
+            kind, num_computed_tokens, block_ids = before[req_id]
+            # Decode: computing exactly the one token sampled last step.
+            is_decode = (
+                request.num_output_tokens > 0 and num_computed_tokens == request.num_tokens - 1
+            )
+            scheduled.append(
+                ScheduledRequest(
+                    request_id=req_id,
+                    num_scheduled_tokens=num_tokens,
+                    num_computed_tokens=num_computed_tokens,
+                    num_cached_tokens=0 if kind == "running" else num_computed_tokens,
+                    kind=kind,
+                    phase="decode" if is_decode else "prefill",
+                    new_block_ids=tuple(list(ids) for ids in block_ids),
+                )
+            )
+        return cls(
+            step=scheduler_output.step,
+            scheduled=scheduled,
+            preempted_req_ids=list(preempted_req_ids),
+            total_num_scheduled_tokens=scheduler_output.total_num_scheduled_tokens,
+            num_running=num_running,
+            num_waiting=num_waiting,
+            num_free_blocks=num_free_blocks,
+        )
+
+    def tokens_by_request(self) -> dict[str, int]:
+        """request_id -> tokens scheduled this step, in scheduling order."""
+        return {s.request_id: s.num_scheduled_tokens for s in self.scheduled}
+
+    def describe(self) -> str:
+        """One line for a report, e.g. ``step 3: a decode 1 tok, b new prefill 8 tok (hit 4)``."""
+        parts = []
+        for s in self.scheduled:
+            kind = "" if s.kind == "running" else f" {s.kind}"
+            hit = f" (hit {s.num_cached_tokens})" if s.num_cached_tokens else ""
+            parts.append(f"{s.request_id}{kind} {s.phase} {s.num_scheduled_tokens} tok{hit}")
+        line = f"step {self.step}: " + (", ".join(parts) if parts else "nothing scheduled")
+        if self.preempted_req_ids:
+            line += " | preempted " + ", ".join(self.preempted_req_ids)
+        if self.finished_req_ids:
+            line += " | finished " + ", ".join(self.finished_req_ids)
+        return line

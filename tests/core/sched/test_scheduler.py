@@ -11,134 +11,19 @@ import random
 from dataclasses import dataclass, field
 
 import pytest
-
-from kvlab.core.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-from kvlab.core.kv_cache_utils import get_request_block_hasher, init_none_hash, sha256
-from kvlab.core.request import Request, RequestStatus, SamplingParams
-from kvlab.core.sched import (
-    Scheduler,
-    SchedulerConfig,
-    SchedulerOutput,
-    check_stop,
+from _sched_helpers import (
+    BLOCK_SIZE,
+    FakeWorker,
+    GenParams,
+    free_ids,
+    make_request,
+    make_scheduler,
+    run_to_completion,
+    step,
 )
 
-BLOCK_SIZE = 4
-init_none_hash(sha256)
-HASHER = get_request_block_hasher(BLOCK_SIZE, sha256)
-
-
-@dataclass
-class GenParams(SamplingParams):
-    """SamplingParams plus the stop fields check_stop reads (vLLM's SamplingParams has them)."""
-
-    eos_token_id: int | None = None
-    stop_token_ids: list[int] | None = None
-    min_tokens: int = 0
-
-
-def kv_config(num_blocks: int) -> KVCacheConfig:
-    spec = FullAttentionSpec(block_size=BLOCK_SIZE, num_kv_heads=1, head_size=8, dtype="float32")
-    return KVCacheConfig(
-        num_blocks=num_blocks,
-        kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["model.layers.0"], spec)],
-    )
-
-
-def make_request(rid: str, prompt, max_tokens: int = 4, **params) -> Request:
-    return Request(
-        rid, list(prompt), GenParams(max_tokens=max_tokens, **params), None, block_hasher=HASHER
-    )
-
-
-def make_scheduler(num_blocks: int = 64, recorder=None, **cfg) -> Scheduler:
-    args = {"max_num_seqs": 8, "max_num_batched_tokens": 64, "max_model_len": 128}
-    args.update(cfg)
-    return Scheduler(kv_config(num_blocks), SchedulerConfig(**args), recorder)
-
-
-def free_ids(sched: Scheduler) -> list[int]:
-    queue = sched.kv_cache_manager.block_pool.free_block_queue
-    return [b.block_id for b in queue.get_all_free_blocks()]
-
-
-def step(sched: Scheduler, worker: FakeWorker) -> SchedulerOutput:
-    out = sched.schedule()
-    sched.update_from_output(out, worker.execute(out))
-    return out
-
-
-# --------------------------------------------------------------------------- fake worker
-def next_token(context: list[int]) -> int:
-    """The fake model: a deterministic token in [3, 53) from the whole context."""
-    h = 17
-    for t in context:
-        h = (h * 31 + t) % 1_000_003
-    return 3 + h % 50
-
-
-@dataclass
-class _ReqState:
-    token_ids: list[int]
-    block_ids: list[int]
-
-
-@dataclass
-class FakeWorker:
-    block_size: int
-    cache: dict[int, int] = field(default_factory=dict)  # slot -> token id
-    reqs: dict[str, _ReqState] = field(default_factory=dict)
-
-    def _update_states(self, out: SchedulerOutput) -> dict[str, int]:
-        for req_id in out.finished_req_ids:
-            self.reqs.pop(req_id, None)
-        start: dict[str, int] = {}
-        for new in out.scheduled_new_reqs:
-            self.reqs[new.req_id] = _ReqState(list(new.prompt_token_ids), list(new.block_ids[0]))
-            start[new.req_id] = new.num_computed_tokens
-        cached = out.scheduled_cached_reqs
-        for i, req_id in enumerate(cached.req_ids):
-            state = self.reqs[req_id]
-            if req_id in cached.all_token_ids:
-                state.token_ids = list(cached.all_token_ids[req_id])
-            new_ids = cached.new_block_ids[i]
-            if req_id in cached.resumed_req_ids:
-                state.block_ids = list(new_ids[0])
-            elif new_ids is not None:
-                state.block_ids.extend(new_ids[0])
-            start[req_id] = cached.num_computed_tokens[i]
-        return start
-
-    def _slot(self, state: _ReqState, pos: int) -> int:
-        return state.block_ids[pos // self.block_size] * self.block_size + pos % self.block_size
-
-    def execute(self, out: SchedulerOutput) -> dict[str, list[int]]:
-        """Run one step; return the sampled token per request that finished its prefill."""
-        start = self._update_states(out)
-        sampled: dict[str, list[int]] = {}
-        for req_id, n in out.num_scheduled_tokens.items():
-            state, first = self.reqs[req_id], start[req_id]
-            for pos in range(first, first + n):
-                self.cache[self._slot(state, pos)] = state.token_ids[pos]
-            end = first + n
-            if end < len(state.token_ids):
-                continue  # partial prefill: nothing to sample
-            context = [self.cache[self._slot(state, pos)] for pos in range(end)]
-            token = next_token(context)
-            state.token_ids.append(token)
-            sampled[req_id] = [token]
-        return sampled
-
-
-def run_to_completion(sched: Scheduler, worker: FakeWorker, max_steps: int = 500) -> int:
-    """Alternate schedule / execute / update_from_output until no request is left; return steps."""
-    steps = 0
-    while sched.has_unfinished_requests():
-        out = sched.schedule()
-        sched.update_from_output(out, worker.execute(out))
-        steps += 1
-        assert steps < max_steps, "scheduler made no progress"
-    return steps
+from kvlab.core.request import Request, RequestStatus
+from kvlab.core.sched import Scheduler, SchedulerConfig, check_stop
 
 
 # --------------------------------------------------------------------------- budgets and chunks
@@ -536,3 +421,55 @@ def test_recorder_marks_steps_before_manager_calls():
     ]
     assert sched.step_log[0].describe() == "step 0: a new prefill 6 tok"
     assert sched.step_log[1].describe() == "step 1: a decode 1 tok | finished a"
+
+
+# --------------------------------------------------------------------------- reset, stats, queries
+def test_reset_prefix_cache_preempts_running_in_admission_order():
+    sched = make_scheduler(num_blocks=16)
+    worker = FakeWorker(BLOCK_SIZE)
+    a, b = make_request("a", range(10, 19)), make_request("b", range(30, 35))
+    sched.add_request(a)
+    sched.add_request(b)
+    step(sched, worker)
+    assert sched.reset_prefix_cache() is False  # a and b hold blocks
+    assert sched.reset_prefix_cache(reset_running_requests=True) is True
+    assert ([r.request_id for r in sched.waiting], sched.running) == (["a", "b"], [])
+    assert (a.status, a.num_computed_tokens, a.num_preemptions) == (RequestStatus.PREEMPTED, 0, 1)
+    assert sched.prev_step_scheduled_req_ids == set()
+    assert free_ids(sched) == [6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 5, 4, 3, 2, 1]  # b first: [5, 4]
+    out = sched.schedule()
+    cached = out.scheduled_cached_reqs
+    # Nothing is cached any more: both recompute everything (prompt + the sampled token).
+    assert (cached.req_ids, cached.resumed_req_ids, cached.num_computed_tokens) == (
+        ["a", "b"], {"a", "b"}, [0, 0]
+    )
+    assert out.num_scheduled_tokens == {"a": 10, "b": 6}
+    assert cached.all_token_ids["a"] == list(a.all_token_ids)
+
+
+def test_first_output_carries_the_prefill_stats():
+    sched = make_scheduler(num_blocks=32, log_stats=True)
+    worker = FakeWorker(BLOCK_SIZE)
+    system = list(range(500, 510))
+    sched.add_request(make_request("r0", system + [1, 2], max_tokens=2))
+    sched.update_from_output(out := sched.schedule(), worker.execute(out))
+    sched.add_request(make_request("r1", system + [3]))
+    res = sched.update_from_output(out := sched.schedule(), worker.execute(out))
+    stats = {o.request_id: o.prefill_stats for o in res.outputs}
+    assert stats["r0"] is None  # its second output
+    r1 = stats["r1"]
+    assert (r1.num_prompt_tokens, r1.num_computed_tokens, r1.num_cached_tokens) == (11, 3, 8)
+    assert sched.requests["r1"].prefill_stats is None  # taken once
+
+
+def test_has_requests_until_the_worker_is_told():
+    sched = make_scheduler()
+    worker = FakeWorker(BLOCK_SIZE)
+    assert not sched.has_requests()
+    sched.add_request(make_request("a", range(6), max_tokens=1))
+    assert (sched.has_requests(), sched.has_unfinished_requests()) == (True, True)
+    step(sched, worker)  # a finishes
+    assert (sched.has_unfinished_requests(), sched.has_finished_requests()) == (False, True)
+    assert sched.has_requests() and sched.get_num_unfinished_requests() == 0
+    assert sched.schedule().finished_req_ids == {"a"}  # the worker is told; nothing is left
+    assert (sched.has_finished_requests(), sched.has_requests()) == (False, False)

@@ -7,7 +7,8 @@ Random FCFS workloads (shared prefixes, chunked prefill on/off, long-prefill thr
 prefix caching on/off, tiny pools that preempt, stop tokens, aborts) run through both
 schedulers in lockstep; after every schedule() and update_from_output() the outputs
 (scheduled tokens, new/cached request data, block ids, preempted/finished ids, common-prefix
-blocks), the token outputs and finish reasons, the free-block queue order and the queues and
+blocks), the token outputs, finish reasons and first-output prefill stats (prompt /
+computed / cached tokens), the free-block queue order and the queues and
 per-request state must be identical. 501 seeds matched when this was written.
 """
 
@@ -184,6 +185,13 @@ def snapshot_out(o):
     }
 
 
+def prefill(stats):
+    """The first output's prefill split (prompt, computed, cached tokens), or None."""
+    if stats is None:
+        return None
+    return (stats.num_prompt_tokens, stats.num_computed_tokens, stats.num_cached_tokens)
+
+
 def stats_tuple(st):
     p = st.prefix_cache_stats
     return (
@@ -280,12 +288,15 @@ def run(seed):
                 o.request_id,
                 list(o.new_token_ids),
                 str(o.finish_reason) if o.finish_reason is not None else None,
+                prefill(o.prefill_stats),
             )
             for eco in vres.values()
             for o in eco.outputs
         ]
-        kouts = [(o.request_id, o.new_token_ids, o.finish_reason) for o in kres.outputs]
-        vouts = [(a, b, {"stop": "stop", "length": "length"}.get(c, c)) for a, b, c in vouts]
+        kouts = [
+            (o.request_id, o.new_token_ids, o.finish_reason, prefill(o.prefill_stats))
+            for o in kres.outputs
+        ]
         if vouts != kouts:
             return f"seed {seed} step {step} cfg {cfg}: tokens\n vllm  {vouts}\n kvlab {kouts}"
         vstats = next(e.scheduler_stats for e in vres.values() if e.scheduler_stats is not None)
