@@ -316,7 +316,8 @@
     }
     const state = { ...answer.player, labels: DATA.player_labels[LANG] || {} };
     cleanup = window.kvlabPlayer.render({ model: new StaticModel(state), el: playerBox });
-    notes.replaceChildren(...answer.notes.map((n) => el("li", {}, n)));
+    notes.replaceChildren(...[linkWarning, ...answer.notes].filter(Boolean).map((n) => el("li", {}, n)));
+    linkWarning = null;  // said once, under the run it concerns
     summary.textContent = t("{events} events, {steps} scheduler steps, run in {ms} ms.",
       { events: answer.num_events.toLocaleString("en-US"), steps: answer.num_steps, ms: Math.round(ms) });
     if (firstRunMs === null) { firstRunMs = performance.now() - t0; timings.first_run = firstRunMs; timings.run = ms; }
@@ -349,6 +350,7 @@
   buildEditor(editor);
   const first = initialScenario();
   fill(first.scenario, first.preset);
+  let linkWarning = first.error || null;
   if (first.error) showError(t("This link needs a look:"), first.error);
   if (window.parent !== window && typeof ResizeObserver !== "undefined") {  // the site's frame grows with the page
     new ResizeObserver(() => window.parent.postMessage({ kvlabPlaygroundHeight: document.documentElement.scrollHeight }, "*"))
