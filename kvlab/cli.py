@@ -240,7 +240,6 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
     or a saved kvlab trace.
     """
     from kvlab.compare import cli_compare
-
     from kvlab.compare.cli import WORKLOADS
 
     if workload not in WORKLOADS and not Path(workload).is_file():
@@ -250,6 +249,11 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
     if pool_tokens < block_size:
         raise click.BadParameter(f"{pool_tokens} tokens hold no block of --block-size {block_size}: "
                                  f"give at least {block_size}", param_hint="--pool-tokens")
+    if svg_dir is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise click.UsageError("--svg-dir needs matplotlib: pip install 'kvlab[viz]'") from None
     check_output_dir(svg_dir, "--svg-dir")
     check_output_file(json_path, "--json")
     kwargs = {"policies": policies} if policies else {}

@@ -38,7 +38,8 @@ def test_engine_names_need_torch_and_say_so() -> None:
 
 
 @pytest.mark.parametrize("module", ["kvlab", "kvlab.core", "kvlab.trace", "kvlab.worker", "kvlab.viz", "kvlab.compare",
-                                    "kvlab.core.sched", "kvlab.kernels", "kvlab.model", "kvlab.course"])
+                                    "kvlab.core.sched", "kvlab.kernels", "kvlab.model", "kvlab.course",
+                                    "kvlab.nanovllm", "kvlab.sglang", "kvlab.kv_events", "kvlab.traffic"])
 def test_all_names_resolve(module: str) -> None:
     mod = importlib.import_module(module)
     missing = [name for name in mod.__all__ if not hasattr(mod, name)]
@@ -81,7 +82,7 @@ def test_base_install_runs_the_kvlab_command(tmp_path) -> None:
                               cwd=tmp_path)
 
     assert run("--help").returncode == 0
-    from kvlab.core import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheManager)
+    from kvlab.core import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheManager
     from kvlab.trace import Recorder
 
     spec = FullAttentionSpec(block_size=4, num_kv_heads=1, head_size=1, dtype="float32")

@@ -1,21 +1,23 @@
-"""kvlab.compare: vLLM V1's prefix cache next to nano-vllm's BlockManager and a radix tree.
+"""kvlab.compare: one workload through vLLM V1's prefix cache, nano-vllm's and SGLang's.
 
-Three caches, one workload, one driver, one set of numbers:
+The harness only; the caches it runs live in their own packages, one per system kvlab mirrors:
+``kvlab.core`` (vLLM 0.22.1), ``kvlab.nanovllm`` (nano-vllm's BlockManager) and ``kvlab.sglang``
+(SGLang's radix cache). This package holds what runs them side by side:
 
-* ``NanoBlockManager`` — nano-vllm's BlockManager (seed 004), recorded with kvlab's recorder so
-  the kvlab views and player draw it (``record_nano``, ``nano_state``).
-* ``RadixCache`` — SGLang's token-granular radix tree (match_prefix / insert / lock_ref /
-  leaf LRU evict) over a ``TokenToKVPoolAllocator``, with its own event list
-  (``RadixRecorder``) and tree view (``kvlab.viz.compare_radix.render_radix_tree``).
-* ``compare(workload, pool_tokens)`` runs vLLM V1 (kvlab.core), nano-vllm and the radix cache on
-  the same requests and pool; ``Comparison`` holds per-request and overall outcomes and per-step
-  series (``to_svg``). Workloads: ``shared_system_prompt``, ``multi_turn_chat``, ``rag``,
-  ``few_shot``, ``from_jsonl``, ``from_trace``.
-* ``read_kv_event_file`` / ``KVEventSubscriber`` read a real vLLM's KV events, both wire forms
-  (arrays up to vLLM 0.23, maps from 0.24; msgspec, pyzmq optional), the subscriber recovering
-  gaps through vLLM's replay socket, and ``KVEventTraceBuilder`` rebuilds its GPU cached set as a
-  kvlab trace (offloaded tiers apart in ``.tiers``).
-* ``cli_compare`` is the ``kvlab compare`` command.
+* workloads: ``shared_system_prompt``, ``multi_turn_chat``, ``rag``, ``few_shot``, or read from
+  a file (``from_jsonl``, ``from_trace``; ``to_jsonl`` writes one);
+* ``CachePolicy`` and its three adapters (``VllmPolicy``, ``NanoPolicy``, ``RadixPolicy``: the
+  driver's questions answered through each system's own calls), and ``run_workload``, the
+  driver (vLLM V1's scheduler loop reduced to whole prefills);
+* ``compare(workload, pool_tokens)``: every policy on the same requests and pool; its
+  ``Comparison`` holds per-request and overall outcomes and per-step series (``figure`` and
+  ``to_svg`` draw them with matplotlib);
+* ``cli_compare``, the ``kvlab compare`` command.
+
+Every name this package exported before the caches and the KV-event reader moved out is still
+importable from it (``NanoBlockManager``, ``RadixCache``, ``read_kv_event_file``, ...): they are
+the same objects as in ``kvlab.nanovllm``, ``kvlab.sglang`` and ``kvlab.kv_events``, where new
+code should import them from.
 
 Examples:
     >>> from kvlab.compare import compare, shared_system_prompt
@@ -34,52 +36,8 @@ from kvlab.compare.driver import (
     make_policy,
     run_workload,
 )
-from kvlab.compare.kv_event_format import (
-    FIELDS_SINCE,
-    MAX_GROUP_IDX,
-    WIRE_CHANGES,
-    DecodedPayload,
-    KVEventFormatError,
-    decode_kv_event_payload,
-    encode_kv_event_payload,
-)
-from kvlab.compare.kv_event_sequencer import KVEventSequencer, StreamHealth
-from kvlab.compare.kv_event_stream import (
-    KVEventTraceBuilder,
-    cached_key_counts,
-    external_hash_bytes,
-    manager_cached_key_counts,
-    medium_tier,
-    peak_cached_blocks,
-    read_kv_event_file,
-)
-from kvlab.compare.kv_event_subscriber import KVEventSubscriber, publisher_binds
-from kvlab.compare.kv_event_wire import (
-    decode_kv_event_batch,
-    encode_kv_event_batch,
-    read_kv_event_messages,
-    write_kv_event_messages,
-)
-from kvlab.compare.nano_block_manager import (
-    NanoBlock,
-    NanoBlockManager,
-    NanoSequence,
-    NanoStats,
-    compute_hash,
-)
-from kvlab.compare.nano_trace import nano_config, nano_state, record_nano
-from kvlab.compare.policies import CachePolicy, NanoPolicy, Usage, VllmPolicy
-from kvlab.compare.policy_radix import RadixPolicy
-from kvlab.compare.radix_cache import RadixCache, TreeNode
-from kvlab.compare.radix_events import (
-    NodeView,
-    RadixEvent,
-    RadixEventKind,
-    RadixRecorder,
-    RadixSnapshot,
-)
-from kvlab.compare.radix_pool import TokenToKVPoolAllocator
-from kvlab.compare.svg_plot import line_plot_svg
+from kvlab.compare.plot import line_plot_svg, series_figure
+from kvlab.compare.policies import CachePolicy, NanoPolicy, RadixPolicy, Usage, VllmPolicy
 from kvlab.compare.workload_io import from_jsonl, from_jsonl_lines, from_trace, to_jsonl
 from kvlab.compare.workloads import (
     Workload,
@@ -88,6 +46,52 @@ from kvlab.compare.workloads import (
     multi_turn_chat,
     rag,
     shared_system_prompt,
+)
+
+# NOTE: re-exports kept for code written against the old layout (the same objects).
+from kvlab.kv_events import (
+    FIELDS_SINCE,
+    MAX_GROUP_IDX,
+    WIRE_CHANGES,
+    DecodedPayload,
+    KVEventFormatError,
+    KVEventSequencer,
+    KVEventSubscriber,
+    KVEventTraceBuilder,
+    StreamHealth,
+    cached_key_counts,
+    decode_kv_event_batch,
+    decode_kv_event_payload,
+    encode_kv_event_batch,
+    encode_kv_event_payload,
+    external_hash_bytes,
+    manager_cached_key_counts,
+    medium_tier,
+    peak_cached_blocks,
+    publisher_binds,
+    read_kv_event_file,
+    read_kv_event_messages,
+    write_kv_event_messages,
+)
+from kvlab.nanovllm import (
+    NanoBlock,
+    NanoBlockManager,
+    NanoSequence,
+    NanoStats,
+    compute_hash,
+    nano_config,
+    nano_state,
+    record_nano,
+)
+from kvlab.sglang import (
+    NodeView,
+    RadixCache,
+    RadixEvent,
+    RadixEventKind,
+    RadixRecorder,
+    RadixSnapshot,
+    TokenToKVPoolAllocator,
+    TreeNode,
 )
 
 __all__ = [
@@ -104,5 +108,6 @@ __all__ = [
     "line_plot_svg", "load_workload", "make_policy", "manager_cached_key_counts", "medium_tier",
     "multi_turn_chat", "nano_config", "nano_state", "peak_cached_blocks", "publisher_binds",
     "rag", "read_kv_event_file", "read_kv_event_messages", "record_nano", "run_workload",
-    "series", "shared_system_prompt", "summarize", "to_jsonl", "write_kv_event_messages",
+    "series", "series_figure", "shared_system_prompt", "summarize", "to_jsonl",
+    "write_kv_event_messages",
 ]  # fmt: skip

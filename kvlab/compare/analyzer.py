@@ -15,8 +15,8 @@ computed_tokens     KV computed in total, prefills + decodes (tokens): the work 
 num_steps           steps until the last request finished
 ==================  =======================================================================
 
-Rich tables live in ``kvlab.viz.compare_tables``; SVG plots in ``kvlab.compare.svg_plot``
-(``Comparison.to_svg``).
+Rich tables live in ``kvlab.viz.compare_tables``; plots (matplotlib) in ``kvlab.compare.plot``
+(``Comparison.figure``, ``Comparison.to_svg``).
 
 Examples:
     >>> from kvlab.compare.workloads import shared_system_prompt
@@ -161,27 +161,38 @@ class Comparison:
         """policy -> the per-step series ``name`` (see ``series``)."""
         return {p: series(r, name, cumulative) for p, r in self.runs.items()}
 
-    def to_svg(self, name: str = "num_used_tokens", cumulative: bool = False,
-               path: str | None = None) -> str:  # fmt: skip
-        """An SVG line plot of one series for every policy (written to ``path`` if given).
+    def figure(self, name: str = "num_used_tokens", cumulative: bool = False) -> Any:
+        """A matplotlib figure of one series, one line per policy (shown as SVG in a notebook).
 
         Raises:
             KeyError: If ``name`` is not in SERIES.
+            ImportError: Without matplotlib.
         """
-        from kvlab.compare.svg_plot import line_plot_svg
+        from kvlab.compare.plot import series_figure
 
         label = f"{'cumulative ' if cumulative else ''}{name}"
-        svg = line_plot_svg(
+        return series_figure(
             {p: v.tolist() for p, v in self.series(name, cumulative).items()},
             title=f"{self.workload.name}: {label}",
             x_label="step",
             y_label=label,
         )
+
+    def to_svg(self, name: str = "num_used_tokens", cumulative: bool = False,
+               path: str | None = None) -> str:  # fmt: skip
+        """``figure`` as SVG text, the same bytes on every run (written to ``path`` if given).
+
+        Raises:
+            KeyError: If ``name`` is not in SERIES.
+            ImportError: Without matplotlib.
+        """
+        from kvlab.charts import figure_svg
+
+        svg = figure_svg(self.figure(name, cumulative))
         if path is not None:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(svg)
         return svg
-
 
 def compare(
     workload: Workload,

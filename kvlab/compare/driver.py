@@ -31,8 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.compare.policies import CachePolicy, NanoPolicy, VllmPolicy
-from kvlab.compare.policy_radix import RadixPolicy
+from kvlab.compare.policies import CachePolicy, NanoPolicy, RadixPolicy, VllmPolicy
 from kvlab.compare.workloads import Workload, WorkloadRequest
 
 __all__ = ["POLICIES", "RequestRecord", "RunResult", "StepRecord", "make_policy", "run_workload"]
@@ -155,6 +154,10 @@ class _Live:
         self.token_ids = list(spec.prompt_token_ids)
         n = len(spec.prompt_token_ids)
         self.record = RequestRecord(spec.request_id, n, spec.max_tokens, spec.arrival_step)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return self.record.num_prompt_tokens
 
     @property
     def num_output_tokens(self) -> int:

@@ -1,8 +1,10 @@
 """Three prefix caches behind one interface, so one driver can run the same workload on each.
 
-A ``CachePolicy`` owns one cache and answers the driver's five questions::
+A ``CachePolicy`` owns one cache and answers the driver's questions about a request (an object
+with ``request_id``, ``token_ids`` and ``num_prompt_tokens``)::
 
     admit(req)      room for a prefill of req.token_ids?  -> tokens served from the cache, or None
+    after_prefill   the prefill was computed (the radix cache publishes it in its tree)
     on_token(req)   a token was sampled and appended to req.token_ids
     decode(req)     room for the KV of req.token_ids[-1]? -> True, or False (nothing changed)
     finish(req) / preempt(req)
@@ -30,15 +32,23 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
-from kvlab.compare.nano_block_manager import NanoBlockManager, NanoSequence
-from kvlab.compare.nano_trace import record_nano
 from kvlab.core.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
 from kvlab.core.kv_cache_manager import KVCacheManager
 from kvlab.core.kv_cache_utils import get_request_block_hasher, init_none_hash, sha256
 from kvlab.core.kv_events import BlockRemoved
 from kvlab.core.request import Request, RequestStatus, SamplingParams
+from kvlab.nanovllm import NanoBlockManager, NanoSequence, record_nano
+from kvlab.sglang import (
+    RadixCache,
+    RadixRecorder,
+    Req,
+    TokenToKVPoolAllocator,
+    checkpoint_kv_cache,
+    evict_from_tree_cache,
+    release_kv_cache,
+)
 
-__all__ = ["CachePolicy", "NanoPolicy", "Usage", "VllmPolicy"]
+__all__ = ["CachePolicy", "NanoPolicy", "RadixPolicy", "Usage", "VllmPolicy"]
 
 
 @dataclass(frozen=True)
@@ -214,7 +224,7 @@ class VllmPolicy(CachePolicy):
 
 
 class NanoPolicy(CachePolicy):
-    """nano-vllm's BlockManager (kvlab.compare.nano_block_manager); see the module docstring."""
+    """nano-vllm's BlockManager (kvlab.nanovllm); see the module docstring."""
 
     name = "nano-vllm"
 
@@ -270,3 +280,101 @@ class NanoPolicy(CachePolicy):
 
     def trace(self) -> Any:
         return None if self.recorder is None else self.recorder.trace()
+
+
+class RadixPolicy(CachePolicy):
+    """SGLang's radix cache (kvlab.sglang) on SGLang 0.5.23's request life cycle, token-granular.
+
+    ``block_size`` is ignored: every token is its own unit (page size 1). Per request, the calls
+    SGLang 0.5.23's scheduler makes (``kvlab.sglang.mem_cache.common``)::
+
+        admit          match_prefix(tokens[:-1]) (hit <= num_tokens - 1), lock its last node;
+                       free + evictable < need: unlock, no room; else evict the *shortfall*
+                       (evict_from_tree_cache) and alloc(need) slots
+        after_prefill  checkpoint_kv_cache: insert, free duplicates, match again, move the lock
+        decode         free + evictable < 1: no room; else evict the shortfall, alloc(1)
+        finish         release_kv_cache(checkpoint=True): checkpoint every token with KV (the
+                       leaf split at the prompt's end), free the rest, unlock
+        preempt        release_kv_cache(checkpoint=False): free the slots past the tree-owned
+                       prefix, unlock (the prefix stays cached)
+
+    Decode tokens enter the tree only when the request finishes, as in SGLang: until then they
+    are the request's own. A refused admission still leaves its match's effects (a split edge,
+    fresher access times), as SGLang's scheduler also matches waiting requests it does not
+    admit. Differs: decode slots are allocated per request, not per batch.
+
+    Attributes:
+        cache: The RadixCache.
+        pool: Its TokenToKVPoolAllocator (``pool_tokens`` slots).
+        recorder: A RadixRecorder when recording, else None.
+        requests: request_id -> its ``kvlab.sglang.Req`` while it holds slots.
+    """
+
+    name = "radix"
+
+    def __init__(self, pool_tokens: int, block_size: int = 1, record: bool = False) -> None:
+        super().__init__(pool_tokens, block_size, record)
+        self.pool = TokenToKVPoolAllocator(pool_tokens)
+        self.cache = RadixCache(self.pool)
+        self.recorder = RadixRecorder.attach(self.cache) if record else None
+        self.requests: dict[str, Req] = {}
+
+    def _alloc(self, num_tokens: int) -> list[int]:
+        self.num_evicted_tokens += evict_from_tree_cache(self.cache, num_tokens)
+        slots = self.pool.alloc(num_tokens)
+        assert slots is not None  # NOTE: callers checked free + evictable first
+        return slots
+
+    def _has_room(self, num_tokens: int) -> bool:
+        return self.pool.available_size() + self.cache.evictable_size() >= num_tokens
+
+    def admit(self, req: Any) -> int | None:
+        tokens = list(req.token_ids)
+        prefix, last_node = self.cache.match_prefix(tokens[:-1], req.request_id)
+        need = len(tokens) - len(prefix)
+        self.cache.inc_lock_ref(last_node)
+        if not self._has_room(need):
+            self.cache.dec_lock_ref(last_node)
+            return None
+        n = req.num_prompt_tokens
+        self.requests[req.request_id] = Req(
+            req.request_id, tokens[:n], tokens[n:], list(prefix) + self._alloc(need),
+            len(prefix), last_node,
+        )  # fmt: skip
+        self.raw_hit_tokens[req.request_id] = len(prefix)
+        return len(prefix)
+
+    def after_prefill(self, req: Any) -> None:
+        r = self.requests[req.request_id]
+        checkpoint_kv_cache(r, self.cache, up_to=len(r.kv_indices))
+
+    def on_token(self, req: Any, token_id: int) -> None:
+        self.requests[req.request_id].output_ids.append(token_id)
+
+    def decode(self, req: Any) -> bool:
+        if not self._has_room(1):
+            return False
+        self.requests[req.request_id].kv_indices.extend(self._alloc(1))
+        return True
+
+    def finish(self, req: Any) -> None:
+        release_kv_cache(self.requests.pop(req.request_id), self.cache, checkpoint=True)
+
+    def preempt(self, req: Any) -> None:
+        release_kv_cache(self.requests.pop(req.request_id), self.cache, checkpoint=False)
+
+    def usage(self) -> Usage:
+        evictable = self.cache.evictable_size()
+        return Usage(
+            self.pool.num_used_tokens - evictable,
+            evictable + self.cache.protected_size(),
+            evictable,
+            self.pool.size,
+        )
+
+    def mark_step(self, step: int) -> None:
+        if self.recorder is not None:
+            self.recorder.mark_step(step)
+
+    def trace(self) -> Any:
+        return self.recorder

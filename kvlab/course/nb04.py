@@ -105,7 +105,7 @@ def eagle_hit(num_extra: int = 1) -> int:
 
 def nano_scan_steps(num_blocks: int = 50) -> int:
     """Deque positions nano-vllm scans when a request hits a freed 2-block document."""
-    from kvlab.compare import NanoBlockManager, NanoSequence
+    from kvlab.nanovllm import NanoBlockManager, NanoSequence
 
     nano = NanoBlockManager(num_blocks=num_blocks, block_size=4)
     doc = NanoSequence("doc", list(range(8)), block_size=4)

@@ -1,6 +1,6 @@
 """What a nano-vllm trace shows that vLLM V1 has no word for, and why its ``allocate`` stopped.
 
-A NanoBlockManager (``kvlab.compare``) records the same events as kvlab.core, bracketed by the
+A NanoBlockManager (``kvlab.nanovllm``) records the same events as kvlab.core, bracketed by the
 calls ``allocate`` / ``may_append`` / ``deallocate``, with ``config["cache"] == "nano-vllm"``.
 Its design differs from vLLM V1 in ways the events still reveal when they are replayed against
 nano-vllm's own structures instead of vLLM's:
@@ -93,7 +93,7 @@ class NanoProbe:
 class NanoFacts:
     """nano-vllm's counters and per-event findings, rebuilt from a trace prefix.
 
-    The counters mean what ``kvlab.compare.NanoStats`` counts live (same names).
+    The counters mean what ``kvlab.nanovllm.NanoStats`` counts live (same names).
 
     Attributes:
         probes: LOOKED_UP event index -> its NanoProbe.

@@ -10,7 +10,7 @@
                 tokens, every other block tokens of its own), so a replay shares exactly what
                 the recorded requests shared. Use a block size dividing the trace's.
 ``kvevents``    A recorded vLLM KV-event stream (``.kvev`` frames or ``.jsonl`` batches,
-                ``kvlab.compare.read_kv_event_messages``); see below.
+                ``kvlab.kv_events.read_kv_event_messages``); see below.
 ==============  ===========================================================================
 
 What a KV-event stream can tell: vLLM publishes only the hashes that *entered* its cache.
@@ -82,7 +82,7 @@ def traffic_from_kv_events(batches: Iterable[tuple[int, Any]]) -> list[TrafficRe
         ValueError: If two events give different block sizes, or a block size is not an
             int >= 1 (naming the batch's position and seq).
     """
-    from kvlab.compare import external_hash_bytes
+    from kvlab.kv_events import external_hash_bytes
 
     ids: dict[bytes, int] = {}
     chain_of: dict[bytes, tuple[int, ...]] = {}
@@ -157,7 +157,8 @@ def load_traffic(
 
 
 def _read_other(path: str | PathLike[str], fmt: str, tokenize: Any) -> list[TrafficRequest]:
-    from kvlab.compare import from_jsonl, from_trace, read_kv_event_messages
+    from kvlab.compare import from_jsonl, from_trace
+    from kvlab.kv_events import read_kv_event_messages
 
     if fmt == "jsonl":
         return traffic_from_workload(from_jsonl(path, tokenize=tokenize))

@@ -11,7 +11,7 @@ prefixes fit from there on.
 matplotlib is optional (``pip install kvlab[viz]``): importing this module does not need it,
 ``hit_rate_figure`` says so when it is missing. The figure is a plain ``matplotlib.figure.Figure``
 (no pyplot state) that shows itself in a notebook as SVG, and ``save_figure`` writes it
-atomically.
+atomically, the same bytes on every run (``kvlab.charts``, shared with kvlab.compare's plots).
 
 Examples:
     >>> rows = [{"cache": "vllm", "capacity_tokens": c, "block_size": 16, "hit_rate": h}
@@ -23,17 +23,18 @@ Examples:
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
-from functools import cache
-from os import PathLike
-from pathlib import Path
 from typing import Any
 
-__all__ = ["IMAGE_FORMATS", "hit_rate_figure", "save_figure"]
+from kvlab.charts import (
+    IMAGE_FORMATS,
+    figure_class,
+    freeze_layout,
+    require_matplotlib,
+    save_figure,
+)
 
-IMAGE_FORMATS = ("svg", "png")
-"""File formats ``save_figure`` writes."""
+__all__ = ["IMAGE_FORMATS", "hit_rate_figure", "save_figure"]
 
 _COLORS = {"vllm": "tab:blue", "nano-vllm": "tab:orange", "nano": "tab:orange",
            "radix": "tab:green"}
@@ -67,13 +68,7 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
         ValueError: If a row lacks a field, or no row has a finite capacity to draw.
         ImportError: Without matplotlib.
     """
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        from kvlab.cli_hints import install_hint
-
-        raise ImportError("drawing the hit-rate curve needs matplotlib (the viz extra): "
-                          f"{install_hint('viz')}") from None  # fmt: skip
+    require_matplotlib("drawing the hit-rate curve")
     rows = [_row(r) for r in results]
     lines: dict[tuple[str, int], list[tuple[int, float]]] = {}
     best: dict[int, float] = {}
@@ -87,7 +82,7 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
         raise ValueError("no row with a cache other than 'infinite': nothing to draw")
     sizes = sorted({bs for _, bs in lines} | set(best))
     style = {bs: _STYLES[i % len(_STYLES)] for i, bs in enumerate(sizes)}
-    fig = _figure_class()(figsize=(7, 4.2), layout="constrained")
+    fig = figure_class("HitRateFigure")(figsize=(7, 4.2), layout="constrained")
     ax = fig.add_subplot()
     for line in _line_styles(lines, style):
         ax.plot(line.pop("xs"), line.pop("ys"), **line)
@@ -103,10 +98,7 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
     ax.legend(fontsize="small", loc="best")
     if title:
         ax.set_title(title)
-    # NOTE: lay out once, then freeze: a constrained layout re-run at each save moves the
-    # clip boxes by float noise, and the SVG's ids (hashes of them) would change.
-    fig.draw_without_rendering()
-    fig.set_layout_engine("none")
+    freeze_layout(fig)  # NOTE: the same SVG bytes at every save
     return fig
 
 
@@ -138,50 +130,3 @@ def _line_styles(lines: dict[tuple[str, int], list[tuple[int, float]]],
     return out
 
 
-@cache
-def _figure_class() -> type:
-    """A matplotlib Figure that shows itself in a notebook (SVG) without pyplot."""
-    from matplotlib.figure import Figure
-
-    class HitRateFigure(Figure):
-        """A Figure with ``_repr_svg_``: displayed by Jupyter even when pyplot is never
-        imported (no inline backend), with the same bytes on every run."""
-
-        def _repr_svg_(self) -> str:
-            buf = io.BytesIO()
-            _savefig(self, buf, "svg")
-            return buf.getvalue().decode()
-
-    return HitRateFigure
-
-
-def _savefig(fig: Any, f: Any, fmt: str) -> None:
-    from matplotlib import rc_context
-
-    # NOTE: no date, fixed SVG ids: the same sweep writes the same bytes
-    meta = {"Date": None} if fmt == "svg" else {"Software": None}
-    with rc_context({"svg.hashsalt": "kvlab"}):
-        fig.savefig(f, format=fmt, metadata=meta)
-
-
-def save_figure(fig: Any, path: str | PathLike[str], fmt: str | None = None) -> None:
-    """Write ``fig`` to ``path`` atomically (a temporary file, then a rename), with the mode a
-    new file gets (0666 minus the umask) or the mode of the file it replaces.
-
-    Args:
-        fig: A matplotlib Figure.
-        path: The file.
-        fmt: "svg" or "png"; None = from the suffix.
-
-    Raises:
-        ValueError: If the format is not one of IMAGE_FORMATS.
-    """
-    path = Path(path)
-    fmt = fmt or path.suffix.lstrip(".").lower()
-    if fmt not in IMAGE_FORMATS:
-        raise ValueError(f"cannot write {path.name!r} as {fmt!r}; allowed: "
-                         f"{', '.join(IMAGE_FORMATS)}")  # fmt: skip
-    from kvlab.trace.atomic_file import atomic_write
-
-    with atomic_write(path, "wb") as f:
-        _savefig(fig, f, fmt)

@@ -14,14 +14,15 @@ tokens still count). The caches:
 ==========  ==========================================================================
 ``vllm``    kvlab.core's KVCacheManager (vLLM 0.22.1 exactly): get_computed_blocks,
             allocate_slots, free; evictions counted as the pool evicts cached blocks.
-``nano``    nano-vllm's BlockManager (kvlab.compare) on the synthesized token ids:
+``nano``    nano-vllm's BlockManager (kvlab.nanovllm) on the synthesized token ids:
             can_allocate, allocate, deallocate; its hit is capped at num_tokens - 1 as the
             compare driver does (nano-vllm PR #199).
-``radix``   SGLang's radix tree (kvlab.compare.RadixCache) with ``page_size = block_size``:
+``radix``   SGLang's radix tree (kvlab.sglang.RadixCache) with ``page_size = block_size``:
             one tree element per full block (its prefix key), matched up to
             (num_tokens - 1) // block_size pages, the partial tail page allocated and freed;
-            leaf-LRU eviction. Token-granular SGLang (page_size 1) would also hit shared
-            partial tails; kvlab keeps pages so a sweep over 145 M tokens stays fast.
+            SGLang 0.5.23's life cycle: evict only the shortfall (leaf LRU), finish through
+            checkpoint. Token-granular SGLang (page_size 1) would also hit shared partial
+            tails; kvlab keeps pages so a sweep over 145 M tokens stays fast.
 ``infinite``every block ever seen stays cached: the theoretical maximum at this block size.
 ==========  ==========================================================================
 
@@ -154,7 +155,7 @@ def _serve_vllm(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any, 
 
 
 def _synth_sequence_class() -> type:
-    from kvlab.compare import NanoSequence
+    from kvlab.nanovllm import NanoSequence
 
     class _SynthSequence(NanoSequence):
         """A NanoSequence over synthesized token ids (ints by construction: no per-token check,
@@ -172,7 +173,7 @@ def _synth_sequence_class() -> type:
 
 
 def _serve_nano(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any, rec: Any):
-    from kvlab.compare import NanoBlockManager
+    from kvlab.nanovllm import NanoBlockManager
 
     _SynthSequence = _synth_sequence_class()
     mgr = NanoBlockManager(num_blocks, b.block_size)
@@ -193,7 +194,13 @@ def _serve_nano(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any, 
 
 
 def _serve_radix(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any, rec: Any):
-    from kvlab.compare import RadixCache, TokenToKVPoolAllocator
+    from kvlab.sglang import (
+        RadixCache,
+        Req,
+        TokenToKVPoolAllocator,
+        evict_from_tree_cache,
+        release_kv_cache,
+    )
 
     pool = TokenToKVPoolAllocator(num_blocks)
     cache = RadixCache(pool)
@@ -209,14 +216,13 @@ def _serve_radix(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any,
             res.rejected += 1
             res.per_request_hit_tokens.append(0)
             continue
-        if pool.available_size() < need:
-            evicted += cache.evict(need)  # NOTE: SGLang asks for the whole amount
+        evicted += evict_from_tree_cache(cache, need)  # NOTE: the shortfall only (SGLang 0.5.23)
         slots = pool.alloc(need)
         assert slots is not None
-        kv = list(prefix) + slots
-        cached = cache.insert(keys, kv[: len(keys)])
-        pool.free(kv[len(prefix) : cached] + kv[len(keys) :])  # duplicates + the tail page
-        cache.dec_lock_ref(last)
+        # NOTE: the row holds the partial tail page too; the tree keys full pages only, so
+        # release frees the tail (and the duplicates the checkpoint found).
+        req = Req(b.requests[i].request_id, list(keys), [], list(prefix) + slots, len(prefix), last)
+        release_kv_cache(req, cache, checkpoint=True)
         res.per_request_hit_tokens.append(len(prefix) * bs)
     res.evicted_blocks = evicted
 
@@ -320,7 +326,7 @@ class _Recording:
     def at(self, i: int, manager: Any) -> None:
         if self.recorder is None and i >= self.start:
             if self.cache == "nano":
-                from kvlab.compare import record_nano
+                from kvlab.nanovllm import record_nano
 
                 self.recorder = record_nano(manager)
             else:

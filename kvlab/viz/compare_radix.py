@@ -1,4 +1,4 @@
-"""Rich view of a radix-tree prefix cache (kvlab.compare's SGLang-style RadixCache).
+"""Rich view of a radix-tree prefix cache (kvlab.sglang's RadixCache, SGLang's own tree).
 
 One line per node, nested as the tree: its edge's first tokens, length, lock_ref and last
 access time. Locked nodes (a running request's path) are green, unlocked ones amber; the
@@ -11,7 +11,7 @@ unlocked leaves carry their place in the LRU eviction order (``evict #1`` goes f
     │   └── #3 [9 9 9 9] 4 tok · lock 0 · t=2 · evict #1
 
 Takes a ``RadixSnapshot`` (``RadixCache.snapshot()``, ``RadixRecorder.state_at(i)``), or any
-object with a ``snapshot()`` method; kvlab.viz does not import kvlab.compare.
+object with a ``snapshot()`` method; kvlab.viz does not import kvlab.sglang.
 
 Examples:
     >>> print(to_text(render_radix_tree(cache.snapshot())))   # doctest: +SKIP

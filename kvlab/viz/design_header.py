@@ -3,7 +3,7 @@ per-event notes and its O(n) free-list scans — all asked of the design's adapt
 (``kvlab.trace.designs.design_of``), so no view tests ``config["cache"]`` itself.
 
 ``trace.config["cache"]`` names the design: absent (kvlab.core, vLLM V1), ``"nano-vllm"``
-(a recorded ``kvlab.compare.NanoBlockManager``) or ``"vllm-kv-events"`` (a trace rebuilt from
+(a recorded ``kvlab.nanovllm.NanoBlockManager``) or ``"vllm-kv-events"`` (a trace rebuilt from
 a real vLLM's KV-event stream). For nano-vllm the views show, from
 ``kvlab.trace.explain_nano.nano_facts``:
 

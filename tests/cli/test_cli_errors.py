@@ -14,8 +14,17 @@ from click.testing import CliRunner
 
 from kvlab.cli import main
 from kvlab.cli_hints import install_hint
-from kvlab.core import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheManager, Request,
-                        SamplingParams, get_request_block_hasher, init_none_hash, sha256)
+from kvlab.core import (
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheManager,
+    Request,
+    SamplingParams,
+    get_request_block_hasher,
+    init_none_hash,
+    sha256,
+)
 from kvlab.trace import Recorder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -266,3 +275,21 @@ def test_damaged_trace_files_are_one_clean_error(saved_trace: Path, tmp_path: Pa
         out = CliRunner().invoke(main, args)
         line = _clean(out)
         assert out.exit_code == 1 and f"header field {field}" in line, out.output
+
+
+def test_compare_svg_dir_without_matplotlib_says_what_to_install(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "class _Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'matplotlib':\n"
+            "            raise ModuleNotFoundError('No module named ' + repr(name), name=name)\n"
+            "sys.meta_path.insert(0, _Block())\n"
+            "from kvlab.cli import main\n"
+            f"main(['compare', 'rag', '--svg-dir', {str(tmp_path / 'svg')!r}])\n")  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "--svg-dir needs matplotlib: pip install 'kvlab[viz]'" in run.stderr
+    assert not (tmp_path / "svg").exists()

@@ -1,17 +1,11 @@
-"""Analyzer summaries and series, and the SVG line plot."""
+"""Analyzer summaries and series (the plots: test_plot.py)."""
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-
-import numpy as np
 import pytest
 
 from kvlab.compare.analyzer import SERIES, compare, series, summarize
-from kvlab.compare.svg_plot import line_plot_svg, nice_ticks
 from kvlab.compare.workloads import Workload, WorkloadRequest
-
-SVG = "{http://www.w3.org/2000/svg}"
 
 PREEMPT = Workload("p", [WorkloadRequest("r0", (1, 2, 3, 4), 3, 0, (10, 11, 12)),
                          WorkloadRequest("r1", (5, 6, 7, 8), 3, 0, (20, 21, 22))])  # fmt: skip
@@ -46,33 +40,3 @@ def test_series_and_request_rows() -> None:
     assert rows[1]["vllm.num_preemptions"] == 1 and rows[0]["vllm.finish_step"] == 2
     with pytest.raises(KeyError, match="was not run"):
         c.summary("lru")
-
-
-def test_to_svg_plots_one_line_per_policy(tmp_path) -> None:
-    c = compare(PREEMPT, pool_tokens=8, block_size=2)
-    path = tmp_path / "used.svg"
-    svg = c.to_svg("num_used_tokens", path=str(path))
-    assert path.read_text() == svg
-    root = ET.fromstring(svg)
-    lines = root.findall(f"{SVG}polyline")
-    assert [ln.find(f"{SVG}title").text for ln in lines] == ["vllm", "nano-vllm", "radix"]
-    points = [[tuple(map(float, p.split(","))) for p in ln.get("points").split()] for ln in lines]
-    assert [len(p) for p in points] == [5, 5, 5]
-    # y = 8 is the top tick: the first point of every line is on the plot's top edge (y=32)
-    assert {p[0][1] for p in points} == {32.0}
-
-
-def test_nice_ticks_and_plot_errors() -> None:
-    assert nice_ticks(8) == [0, 2, 4, 6, 8]
-    assert nice_ticks(9) == [0, 2, 4, 6, 8, 10]
-    assert nice_ticks(0) == [0.0, 1.0]
-    assert nice_ticks(1234)[-1] >= 1234
-    with pytest.raises(ValueError):
-        nice_ticks(-1)
-    with pytest.raises(ValueError, match="non-empty"):
-        line_plot_svg({})
-    with pytest.raises(ValueError, match="finite"):
-        line_plot_svg({"a": [1, float("nan")]})
-    svg = line_plot_svg({"a<b": np.array([3, 1]).tolist()}, title="x & y")
-    assert "a&lt;b" in svg and "x &amp; y" in svg
-    ET.fromstring(svg)

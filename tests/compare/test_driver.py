@@ -155,8 +155,8 @@ def test_caches_agree_on_full_block_shared_prefixes(
 
 
 def test_recorded_runs_replay_to_the_live_caches() -> None:
-    from kvlab.compare.nano_trace import nano_state
     from kvlab.compare.workloads import multi_turn_chat
+    from kvlab.nanovllm import nano_state
     from kvlab.trace import KVState, check_invariants
     from kvlab.viz.compare_side_by_side import event_index_at_step
 

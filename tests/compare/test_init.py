@@ -22,6 +22,20 @@ def test_all_names_resolve() -> None:
     assert len(set(kvlab.compare.__all__)) == len(kvlab.compare.__all__)
 
 
+def test_old_names_are_the_objects_of_the_packages_they_moved_to() -> None:
+    """Code written against the old layout keeps working: the same objects, not copies."""
+    import kvlab.kv_events
+    import kvlab.nanovllm
+    import kvlab.sglang
+
+    moved = {name: pkg for pkg in (kvlab.nanovllm, kvlab.sglang, kvlab.kv_events)
+             for name in pkg.__all__ if name in kvlab.compare.__all__}  # fmt: skip
+    assert {"NanoBlockManager", "record_nano", "RadixCache", "TokenToKVPoolAllocator",
+            "read_kv_event_file", "KVEventSubscriber", "encode_kv_event_batch"} <= set(moved)
+    assert [n for n, pkg in moved.items() if getattr(kvlab.compare, n) is not getattr(pkg, n)] == []
+    assert len(moved) == 38  # every cache / KV-event name kvlab.compare exported before the move
+
+
 def test_import_and_compare_without_optional_packages() -> None:
     code = BLOCK + (
         "from kvlab.compare import compare, shared_system_prompt, encode_kv_event_batch\n"

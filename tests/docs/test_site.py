@@ -190,6 +190,12 @@ def test_api_reference_is_generated_from_docstrings(site: Path) -> None:
     assert 'id="kvlab.viz.widgets.TracePlayer.step_over"' in viz
     index = (site / "reference" / "index.html").read_text(encoding="utf-8")
     assert 'id="kvlab.lab.launch_lab"' in index and 'id="kvlab.model.engine.LLM"' in index
+    sglang = (site / "reference" / "sglang" / "index.html").read_text(encoding="utf-8")
+    assert 'id="kvlab.sglang.RadixCache.checkpoint"' in sglang
+    assert "Mirrors: sglang/srt/mem_cache/radix_cache.py" in sglang
+    compare = (site / "reference" / "compare" / "index.html").read_text(encoding="utf-8")
+    assert 'id="kvlab.compare.RadixPolicy"' in compare  # the harness, not the caches again
+    assert 'id="kvlab.compare.RadixCache"' not in compare
 
 
 def _code_and_prose(html: str) -> tuple[str, str]:
@@ -210,6 +216,9 @@ def test_api_reference_examples_render_as_code(site: Path) -> None:
         "trace": ">>> trace.find(EventKind.GET_NEW_BLOCKS), trace.state_at(1).ref_cnt",
         "worker": ">>> map_to_kernel_blocks(np.array([7, 3]), 4).tolist()",
         "compare": ">>> {s.policy: s.hit_tokens for s in c.summaries()}",
+        "nanovllm": ">>> mgr = NanoBlockManager(num_blocks=4, block_size=2)",
+        "sglang": ">>> cache = RadixCache(TokenToKVPoolAllocator(16))",
+        "kv_events": ">>> b = KVEventTraceBuilder(num_blocks=4)",
         "model": ">>> model = Model.from_pretrained(progress=False)",
         "viz": '>>> export_html(trace, "trace.html")',
     }

@@ -19,14 +19,15 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-from kvlab.course import exercises
-
 from _nbrun import NOTEBOOK_TIMEOUT_S, comparable_outputs, execute, notebook_paths, source_sha256
 from zh_sync import zh_notebook_paths
+
+from kvlab.course import exercises
 
 PUBLIC_MODULES = {
     "kvlab", "kvlab.core", "kvlab.core.sched", "kvlab.trace", "kvlab.worker", "kvlab.kernels",
     "kvlab.model", "kvlab.viz", "kvlab.compare", "kvlab.course", "kvlab.traffic",
+    "kvlab.nanovllm", "kvlab.sglang", "kvlab.kv_events",
 }  # fmt: skip
 """kvlab's public API: the ``__all__`` of these packages (STYLE.md: notebooks use only it)."""
 

@@ -316,8 +316,8 @@ def test_trace_api_refuses_bad_arguments(good, call, error, allowed) -> None:
 
 
 def _kv_event_trace() -> Trace:
-    from kvlab.compare.kv_event_stream import KVEventTraceBuilder
     from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
+    from kvlab.kv_events.stream import KVEventTraceBuilder
 
     b = KVEventTraceBuilder(num_blocks=16, num_groups=2)
     b.add_batch(KVEventBatch(0.0, [BlockStored([7, 8], None, [], 16, None, "GPU", None)]))

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvlab.compare.nano_block_manager import NanoBlockManager, NanoSequence, compute_hash
-from kvlab.compare.nano_trace import record_nano
+from kvlab.nanovllm import NanoBlockManager, NanoSequence, compute_hash, record_nano
 from kvlab.trace import explain
 from kvlab.trace.explain_nano import explain_allocate, is_nano, nano_facts
 

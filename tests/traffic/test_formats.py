@@ -7,7 +7,6 @@ import pytest
 from click.testing import CliRunner
 
 from kvlab.cli import main
-from kvlab.compare import write_kv_event_messages
 from kvlab.core import (
     FullAttentionSpec,
     KVCacheConfig,
@@ -20,6 +19,7 @@ from kvlab.core import (
 )
 from kvlab.core.kv_events import BlockRemoved, BlockStored, KVEventBatch
 from kvlab.core.request import RequestStatus
+from kvlab.kv_events import write_kv_event_messages
 from kvlab.trace import save_trace
 from kvlab.traffic import (
     FORMATS,

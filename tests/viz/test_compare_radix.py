@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.compare import RadixCache, RadixRecorder, TokenToKVPoolAllocator
+from kvlab.sglang import RadixCache, RadixRecorder, TokenToKVPoolAllocator
 from kvlab.viz.compare_radix import render_radix_tree
 from kvlab.viz.terminal import to_text
 

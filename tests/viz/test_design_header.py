@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.compare.kv_event_stream import KVEventTraceBuilder
-from kvlab.compare.nano_block_manager import NanoBlockManager, NanoSequence
-from kvlab.compare.nano_trace import record_nano
 from kvlab.core.kv_events import BlockStored, KVEventBatch
+from kvlab.kv_events.stream import KVEventTraceBuilder
+from kvlab.nanovllm import NanoBlockManager, NanoSequence, record_nano
 from kvlab.trace import Trace
 from kvlab.viz import render_events, render_free_queue, render_state, to_text
 from kvlab.viz.design_header import cache_design, event_notes, last_deque_scan, render_cache_header

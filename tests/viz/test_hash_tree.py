@@ -69,8 +69,7 @@ def test_preorder_and_chain_ends(shared: Trace) -> None:
 
 
 def test_every_nano_request_of_a_shared_prefix_gets_its_chain() -> None:
-    from kvlab.compare.nano_block_manager import NanoBlockManager, NanoSequence, compute_hash
-    from kvlab.compare.nano_trace import record_nano
+    from kvlab.nanovllm import NanoBlockManager, NanoSequence, compute_hash, record_nano
 
     m = NanoBlockManager(8, 2)
     rec = record_nano(m)

@@ -12,9 +12,8 @@ import _zh_checks as _zh
 import pytest
 from _zh_checks import english_left, english_phrases, identifiers, numbers
 
-from kvlab.compare.nano_block_manager import NanoBlockManager, NanoSequence
-from kvlab.compare.nano_trace import record_nano
 from kvlab.i18n import use_language
+from kvlab.nanovllm import NanoBlockManager, NanoSequence, record_nano
 from kvlab.trace import Trace
 from kvlab.trace.explain import explain
 from kvlab.viz import allocate_slots_dot, free_queue_dot, hash_chain_dot, render_svg, to_text

@@ -1,7 +1,7 @@
 """Cache designs: one adapter per KV-cache design that a trace can come from.
 
 A trace's ``config["cache"]`` names its design: absent or ``"vllm-v1"`` (kvlab.core, vLLM V1),
-``"nano-vllm"`` (a recorded ``kvlab.compare.NanoBlockManager``), ``"vllm-kv-events"`` (a trace
+``"nano-vllm"`` (a recorded ``kvlab.nanovllm.NanoBlockManager``), ``"vllm-kv-events"`` (a trace
 rebuilt from a real vLLM's KV-event stream). Views and explanations never test that value
 themselves: they ask the trace's :class:`CacheDesign` (``design_of(trace)``) for what differs
 between designs — the line naming the design, the free-list labels, which calls are lookups,

@@ -1,4 +1,4 @@
-"""A trace rebuilt from a real vLLM's KV-event stream (kvlab.compare.KVEventTraceBuilder)."""
+"""A trace rebuilt from a real vLLM's KV-event stream (kvlab.kv_events.KVEventTraceBuilder)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""nano-vllm's BlockManager (a recorded kvlab.compare.NanoBlockManager)."""
+"""nano-vllm's BlockManager (a recorded kvlab.nanovllm.NanoBlockManager)."""
 
 from __future__ import annotations
 

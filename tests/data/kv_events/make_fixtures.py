@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python tests/data/kv_events/make_fixtures.py      # from the repository root
 
-Each file is a ``.kvev`` recording (kvlab.compare.kv_event_wire) of the same small server
+Each file is a ``.kvev`` recording (kvlab.kv_events.wire) of the same small server
 history, encoded by ``encode_kv_event_payload`` byte for byte as vLLM's publisher does:
 
 * ``vllm-0.22.1.kvev``: the array form (events as tagged arrays, every field written);
@@ -13,7 +13,7 @@ The history (block_size 4, hashes as vLLM's default 64-bit ints, topic "kv-event
 seq 0 stores prompt A's blocks 0xA1, 0xA2 on the GPU; seq 1 evicts 0xA2 from the GPU and stores
 B's 0xB1 after 0xA1 (0.33: it is offloaded to CPU first, and 0xA1 to STORAGE); seq 2 resets the
 prefix cache (AllBlocksCleared: GPU only) and stores 0xC1; seq 3 drops 0xA2 from CPU.
-tests/compare/test_kv_event_fixtures.py checks that this script reproduces the files and that
+tests/kv_events/test_fixtures.py checks that this script reproduces the files and that
 kvlab rebuilds the history from them exactly.
 """
 
@@ -22,9 +22,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kvlab.compare.kv_event_format import encode_kv_event_payload
-from kvlab.compare.kv_event_wire import write_kv_event_messages
 from kvlab.core.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, KVEventBatch
+from kvlab.kv_events.format import encode_kv_event_payload
+from kvlab.kv_events.wire import write_kv_event_messages
 
 HERE = Path(__file__).resolve().parent
 TOPIC = b"kv-events"
