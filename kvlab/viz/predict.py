@@ -14,16 +14,20 @@ kind        decision (revealed by the event)       ask (cursor shown)         tr
 ==========  =====================================  =========================  ====================
 popleft     blocks taken from the free queue       the event before           the event's
             (POPLEFT / POPLEFT_N)                                             block_ids
-evict       first cached block to lose its         the event before           the event's
-            block_hash in get_new_blocks (the      (the POPLEFT_N)            block_id
-            BLOCK_REMOVED right after POPLEFT_N)
+evict       first cached block to lose its         get_new_blocks'            the event's
+            block_hash in get_new_blocks (its      POPLEFT_N                  block_id
+            first BLOCK_REMOVED after POPLEFT_N)
 hit         get_computed_blocks' hit length        the event before the       the CALL_END's
             (its CALL_END)                         call's CALL_BEGIN          num_new_computed_
                                                                               tokens
 ==========  =====================================  =========================  ====================
 
-Evictions made by ``evict_blocks`` (the scheduler invalidating blocks, not the free queue's LRU
-order) are not asked: their block ids are the call's arguments.
+vLLM's get_new_blocks pops its blocks first (POPLEFT_N), then walks them in popleft order:
+each one that still holds a block_hash is evicted (BLOCK_REMOVED) before its ref_cnt is raised
+(GET_NEW_BLOCKS, merged for consecutive blocks). So an evict question may span a GET_NEW_BLOCKS
+(the blocks before the first cached one); the answer skips it. Evictions made by
+``evict_blocks`` (the scheduler invalidating blocks, not the free queue's LRU order) are not
+asked: their block ids are the call's arguments.
 
 Examples:
     >>> points = quiz_points(trace, ("popleft",))          # doctest: +SKIP
@@ -134,8 +138,12 @@ def quiz_points(trace: Any, kinds: Iterable[str] = PREDICT_KINDS) -> list[QuizPo
             if int(trace.cols.group[i]) not in gcb:
                 continue
             found.append((trace.call(i).begin - 1, i, kind))
-        elif kind == "popleft" or _popped_before(trace, i) is not None:
+        elif kind == "popleft":
             found.append((i - 1, i, kind))
+        else:
+            pop = _eviction_pop(trace, i)
+            if pop is not None:
+                found.append((pop, i, kind))
     state, at, points = trace.initial_state.copy(), 0, []
     for ask, reveal, kind in sorted(found):  # replay forward once
         replay_into(state, trace.cols, at, ask + 1)
@@ -210,15 +218,36 @@ def _popleft(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | N
 
 
 # ---------------------------------------------------------------------- evict
-def _popped_before(trace: Any, reveal: int) -> list[int] | None:
-    """The block_ids of the POPLEFT_N right before ``reveal`` (None: another event)."""
-    if reveal < 1 or trace.cols.kind[reveal - 1] != K.POPLEFT_N:
+def _eviction_pop(trace: Any, reveal: int) -> int | None:
+    """The POPLEFT_N of the get_new_blocks whose first eviction is BLOCK_REMOVED ``reveal``.
+
+    Between them lie only the counts (GET_NEW_BLOCKS) of the popped blocks that held no hash.
+    None: ``reveal`` is a later eviction of that loop, or not get_new_blocks' (evict_blocks).
+    """
+    kinds = trace.cols.kind
+    j = reveal - 1
+    while j >= 0 and kinds[j] == K.GET_NEW_BLOCKS:
+        j -= 1
+    if j < 0 or kinds[j] != K.POPLEFT_N or int(trace.cols.a[reveal]) not in trace.payload(j):
         return None
-    return trace.payload(reveal - 1)
+    return j
+
+
+def _later_evictions(trace: Any, reveal: int) -> list[int]:
+    """Blocks the same get_new_blocks loop evicts after ``reveal`` (its BLOCK_REMOVED events,
+    between the counts of the blocks popped with them)."""
+    later = []
+    for j in range(reveal + 1, len(trace)):
+        kind = trace.cols.kind[j]
+        if kind == K.BLOCK_REMOVED:
+            later.append(int(trace.cols.a[j]))
+        elif kind != K.GET_NEW_BLOCKS:
+            break
+    return later
 
 
 def _evict(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | None:
-    popped = _popped_before(trace, reveal) or []
+    popped = trace.payload(ask)  # the POPLEFT_N
     truth = int(trace.cols.a[reveal])
     hashed = [b for b in popped if state.block_hash[b] >= 0]
     still_free = list(islice((b for b in state.free_queue if state.block_hash[b] >= 0), 1))
@@ -233,11 +262,7 @@ def _evict(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | Non
         "first (evicted from cached_block_hash_to_block)?"
     ).format(blocks=_blocks_label(popped))
     skipped = popped[: popped.index(truth)]
-    later = []
-    for j in range(reveal + 1, len(trace)):
-        if trace.cols.kind[j] != K.BLOCK_REMOVED:
-            break
-        later.append(int(trace.cols.a[j]))
+    later = _later_evictions(trace, reveal)
     then = _(" ({blocks} next)").format(blocks=_blocks_label(later)) if later else ""
     facts = {"b": truth, "hash": trace[reveal]["hash"], "then": then}
     if skipped:
