@@ -75,7 +75,11 @@ def serve(folder: Path, port: int) -> http.server.ThreadingHTTPServer:
     help="Do not fetch Pyodide / cbor2 when missing from the cache: fail instead.",
 )
 def playground(out: Path, serve_it: bool, port: int, no_fetch: bool) -> None:
-    """Write the browser playground (kvlab.core in Pyodide) as a folder; --serve serves it."""
+    """The browser playground (kvlab.core in Pyodide) as a folder.
+
+    Writes the page the site's Playground shows, to copy to any static host or a USB stick;
+    --serve serves it on 127.0.0.1 (browsers run it only from a web server).
+    """
     from kvlab.playground.build import build_playground
     from kvlab.playground.vendor import VendorError
 

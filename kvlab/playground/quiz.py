@@ -152,8 +152,12 @@ def quiz_dicts(trace: LiteTrace, kinds: Iterable[str] = PREDICT_KINDS) -> list[d
         if kind == "hit":
             if trace.group[i] in gcb:
                 found.append((calls.parent[i] - 1, i, kind))
-        elif kind == "popleft" or _popped_before(trace, i) is not None:
+        elif kind == "popleft":
             found.append((i - 1, i, kind))
+        else:
+            pop = _eviction_pop(trace, i)
+            if pop is not None:
+                found.append((pop, i, kind))
     state, at, points = _QueueState(trace), 0, []
     makers = {"popleft": _popleft, "evict": _evict, "hit": _hit}
     for ask, reveal, kind in sorted(found):
@@ -247,16 +251,32 @@ def _popleft(
     return _point("popleft", ask, reveal, question, options, explanation)
 
 
-def _popped_before(t: LiteTrace, reveal: int) -> list[int] | None:
-    if reveal < 1 or t.kind[reveal - 1] != K.POPLEFT_N:
+def _eviction_pop(t: LiteTrace, reveal: int) -> int | None:
+    """The POPLEFT_N of the get_new_blocks whose first eviction is BLOCK_REMOVED ``reveal``
+    (only GET_NEW_BLOCKS counts lie between them); None for a later eviction of that loop or
+    one of evict_blocks."""
+    j = reveal - 1
+    while j >= 0 and t.kind[j] == K.GET_NEW_BLOCKS:
+        j -= 1
+    if j < 0 or t.kind[j] != K.POPLEFT_N or t.a[reveal] not in t.payload_of(j):
         return None
-    return t.payload_of(reveal - 1)
+    return j
+
+
+def _later_evictions(t: LiteTrace, reveal: int) -> list[int]:
+    later = []
+    for j in range(reveal + 1, len(t)):
+        if t.kind[j] == K.BLOCK_REMOVED:
+            later.append(t.a[j])
+        elif t.kind[j] != K.GET_NEW_BLOCKS:
+            break
+    return later
 
 
 def _evict(
     t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: int
 ) -> dict[str, Any] | None:
-    popped = _popped_before(t, reveal) or []
+    popped = t.payload_of(ask)  # the POPLEFT_N
     truth = t.a[reveal]
     hashed = [b for b in popped if state.block_hash[b] >= 0]
     still_free = list(islice((b for b in state.free_queue if state.block_hash[b] >= 0), 1))
@@ -269,11 +289,7 @@ def _evict(
         "first (evicted from cached_block_hash_to_block)?"
     ).format(blocks=_blocks_label(popped))
     skipped = popped[: popped.index(truth)]
-    later = []
-    for j in range(reveal + 1, len(t)):
-        if t.kind[j] != K.BLOCK_REMOVED:
-            break
-        later.append(t.a[j])
+    later = _later_evictions(t, reveal)
     then = _(" ({blocks} next)").format(blocks=_blocks_label(later)) if later else ""
     facts = {"b": truth, "hash": t.hashes[t.b[reveal]][:4].hex(), "then": then}
     if skipped:
