@@ -10,6 +10,10 @@
 * ``on_nav``: hands mkdocs-jupyter the notebooks' source paths (see the function).
 * ``on_page_content``: on the Chinese side, a page shown in English (an untranslated notebook,
   a page without a ``.zh.md`` version) says so at its top.
+* ``on_page_markdown``: counts the course states (``<!-- kvlab:count notebooks -->13<!--
+  /kvlab:count -->``) are rewritten from the notebooks there are (``course_counts``), so a page
+  never says "ten notebooks" when there are thirteen; tests/docs/test_counts.py checks the
+  committed numbers too.
 * ``on_post_page``: nbconvert's page fragments load require.js and the Jupyter widget manager
   from CDNs (cdnjs, unpkg), and would load anywidget from jsDelivr; offline the players would be
   blank. The hook points them at the copies vendored under ``docs/assets/vendor`` (see
@@ -266,6 +270,36 @@ def on_page_content(html: str, page, config, files) -> str:
         glossary = get_relative_url(f"{current_language(config)}/reference/glossary/", page.url)
         return API_PAGE.format(glossary=glossary) + html
     return UNTRANSLATED_PAGE + html
+
+
+COUNT = re.compile(r"<!-- kvlab:count (\w+) -->(.*?)<!-- /kvlab:count -->")
+"""A generated count in a docs page: the marker names what is counted (see ``course_counts``)."""
+
+
+def course_counts() -> dict[str, int]:
+    """What the course has: numbered notebooks (``notebooks/NN_*.ipynb``) and build-it labs
+    (``notebooks/labs/*.ipynb``)."""
+    return {
+        "notebooks": len(list(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))),
+        "labs": len(list((NOTEBOOKS / "labs").glob("*.ipynb"))),
+    }
+
+
+def fill_counts(markdown: str) -> str:
+    """``markdown`` with every ``kvlab:count`` marker holding the current count.
+
+    Raises:
+        KeyError: A marker names something ``course_counts`` does not count.
+    """
+    counts = course_counts()
+    return COUNT.sub(
+        lambda m: f"<!-- kvlab:count {m[1]} -->{counts[m[1]]}<!-- /kvlab:count -->", markdown
+    )
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    """Fill the generated counts (``fill_counts``)."""
+    return fill_counts(markdown)
 
 
 def on_nav(nav, config, files: Files):

@@ -27,8 +27,11 @@ from zh_sync import zh_notebook_paths
 PUBLIC_MODULES = {
     "kvlab", "kvlab.core", "kvlab.core.sched", "kvlab.trace", "kvlab.worker", "kvlab.kernels",
     "kvlab.model", "kvlab.viz", "kvlab.compare", "kvlab.course", "kvlab.traffic",
+    "kvlab.kv_transfer", "kvlab.core.kv_cache_utils",
 }  # fmt: skip
-"""kvlab's public API: the ``__all__`` of these packages (STYLE.md: notebooks use only it)."""
+"""kvlab's public API: the ``__all__`` of these packages (STYLE.md: notebooks use only it), and of
+``kvlab.core.kv_cache_utils``, the module named like vLLM's whose start-up entry points
+(``get_kv_cache_configs``) a notebook calls by vLLM's own path."""
 
 NOTEBOOKS = notebook_paths()
 IDS = [p.stem for p in NOTEBOOKS]
