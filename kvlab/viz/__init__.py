@@ -93,6 +93,7 @@ __all__ = [
     "Segment",
     "SlotLayout",
     "TracePlayer",
+    "ComparePlayer",
     "allocate_slots_dot",
     "allocate_slots_flow",
     "block_cells",
@@ -140,4 +141,8 @@ def __getattr__(name: str) -> Any:
         from kvlab.viz.widgets import TracePlayer
 
         return TracePlayer
+    if name == "ComparePlayer":
+        from kvlab.viz.compare_player import ComparePlayer
+
+        return ComparePlayer
     raise AttributeError(f"module 'kvlab.viz' has no attribute {name!r}")

@@ -119,16 +119,19 @@ def test_players_are_stored_with_their_trace(path: Path) -> None:
         for c in nb.cells if c.cell_type == "code" for o in c.outputs
         if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
     ]  # fmt: skip
-    num_players = len(re.findall(r"\bTracePlayer\(", _code(nb)))
+    num_players = len(re.findall(r"\b(?:Trace|Compare)Player\(", _code(nb)))
     assert len(views) == num_players
     if not views:
         return
-    from kvlab.viz.assets import player_esm  # the player code the notebooks were run with
+    from kvlab.viz.assets import player_esm, static_text  # the player code the notebooks were run with
 
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     for model_id in views:
         model = state[model_id]
         assert model["model_name"] == "AnyModel"
+        if "frames" in model["state"]:  # a ComparePlayer: its frames are stored, its code current
+            assert model["state"]["frames"] and model["state"]["_esm"] == static_text("compare_player.js")
+            continue
         trace_data = model["state"]["trace_data"]
         assert trace_data["format"] == "kvlab-trace/1"
         assert model["state"]["num_events"] == trace_data["num_events"] > 0
