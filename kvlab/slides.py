@@ -12,6 +12,7 @@ Examples:
     $ kvlab slides 12                     # -> slides/12_misconceptions.slides.html
     $ kvlab slides 03 --out /tmp/lecture
     $ kvlab slides 03 --lang zh           # the Chinese notebook (notebooks/zh/)
+    $ kvlab slides --session 1            # teaching session 1's curated deck (kvlab.slides_session)
     ```
 """
 
@@ -119,7 +120,10 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
 
 
 @click.command()
-@click.argument("number")
+@click.argument("number", required=False)
+@click.option("--session", "session_number", type=click.IntRange(1, 3), default=None,
+              help="Build the curated deck of teaching session 1, 2 or 3 instead (figures, players "
+              "in predict mode, speaker notes; kvlab.course.sessions).")  # fmt: skip
 @click.option("--out", "out_dir", default="slides", show_default=True,
               type=click.Path(file_okay=False), help="Folder for the slides and their assets.")
 @click.option("--notebooks", "notebook_dir", default=None, type=click.Path(file_okay=False),
@@ -127,11 +131,19 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
 @click.option("--lang", default=None, metavar="en|zh",
               help="Language of the notebook (zh: notebooks/zh/); default: kvlab's --lang, else "
               "KVLAB_LANG or the locale.")  # fmt: skip
-def slides(number: str, out_dir: str, notebook_dir: str | None, lang: str | None) -> None:
-    """Export course notebook NUMBER (e.g. 03) to offline reveal.js slides."""
+def slides(number: str | None, session_number: int | None, out_dir: str, notebook_dir: str | None,
+           lang: str | None) -> None:  # fmt: skip
+    """Export course notebook NUMBER (e.g. 03), or a session's deck (--session N), as offline slides."""
     try:
         lang = check_language(lang) if lang is not None else language()
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--lang'") from exc
-    page = export_slides(find_notebook(number, notebook_dir, lang), out_dir)
-    click.echo(f"wrote {page} (open it in a browser; arrows move, Esc shows the overview)")
+    if (number is None) == (session_number is None):
+        raise click.UsageError("give a notebook NUMBER (e.g. 03) or --session N (1-3), not both")
+    if session_number is not None:
+        from kvlab.slides_session import export_session_slides
+
+        page = export_session_slides(session_number, out_dir, lang)
+    else:
+        page = export_slides(find_notebook(number, notebook_dir, lang), out_dir)
+    click.echo(f"wrote {page} (open it in a browser; arrows move, Esc shows the overview, S the notes)")

@@ -27,11 +27,15 @@ except ImportError as exc:  # pragma: no cover - exercised where the extra is mi
 
 from rich.console import Console
 
+import html as _html_mod
+import json
+from pathlib import Path
+
 from kvlab.i18n import _, check_language, language, use_language
 from kvlab.viz.assets import static_text
 from kvlab.viz.compare_side_by_side import render_cache_at_step
 
-__all__ = ["ComparePlayer", "compare_frames"]
+__all__ = ["ComparePlayer", "compare_frames", "export_compare_html"]
 
 _CSS = """
 .kvlab-cmp { font-family: system-ui, sans-serif; outline: none; }
@@ -143,3 +147,38 @@ class ComparePlayer(anywidget.AnyWidget):
 
     def __repr__(self) -> str:
         return f"ComparePlayer({len(self.frames)} steps, index={self.index})"
+
+
+def export_compare_html(comparison: Any, path: str | Path, policies: tuple[str, ...] = ("vllm", "radix"),
+                        lang: str | None = None) -> Path:  # fmt: skip
+    """Write a self-contained page with the side-by-side player (no kernel, no network).
+
+    The widget's JavaScript runs with a small stand-in for anywidget's model; the frames are
+    inlined. Used by the session slides (``kvlab slides --session 3``).
+
+    Raises:
+        KeyError, TypeError: As ``compare_frames``; ValueError for an unknown language.
+    """
+    lang = check_language(lang) if lang is not None else language()
+    with use_language(lang):
+        frames = compare_frames(comparison, tuple(policies))
+        labels = {"prev": _("previous step"), "next": _("next step"), "step": _("step")}
+    code = static_text("compare_player.js").replace("export default { render };", "const player = { render };")
+    state = json.dumps({"frames": frames, "index": 0, "labels": labels}).replace("</", "<\\/")
+    title = _html_mod.escape(" · ".join(policies))
+    page = Path(path)
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(f"""<!doctype html>
+<html lang="{lang}"><head><meta charset="utf-8"><title>{title}</title>
+<style>{_CSS} body {{ margin: 8px; }} .kvlab-btn {{ margin-right: 4px; }}</style></head>
+<body><div id="kvlab-compare"></div>
+<script type="module">
+{code}
+const state = {state}, handlers = {{}};
+const model = {{ get: (k) => state[k], set: (k, v) => {{ state[k] = v; (handlers["change:" + k] || []).forEach((f) => f()); }},
+  save_changes: () => {{}}, on: (e, f) => (handlers[e] = (handlers[e] || []).concat([f])), off: () => {{}} }};
+player.render({{ model, el: document.getElementById("kvlab-compare") }});
+window.kvlabReady = true;
+</script></body></html>
+""", encoding="utf-8")
+    return page
