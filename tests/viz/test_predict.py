@@ -54,9 +54,13 @@ def _expected_hit(trace: Trace, ask: int, reveal: int) -> int | None:
     return hits * bs
 
 
+CLASSIC = ("evict", "hit", "popleft")
+"""The free-queue and lookup kinds (test_predict_decisions.py checks the others)."""
+
+
 def _check_points(trace: Trace) -> dict[str, int]:
-    points = quiz_points(trace)
-    counts = dict.fromkeys(PREDICT_KINDS, 0)
+    points = quiz_points(trace, CLASSIC)
+    counts = dict.fromkeys(CLASSIC, 0)
     for p in points:
         counts[p.kind] += 1
         assert 2 <= len(p.choices) <= 4 and len(set(p.choices)) == len(p.choices), p
@@ -90,7 +94,7 @@ def _check_points(trace: Trace) -> dict[str, int]:
 
 def test_shared_prefix_points_are_the_replayed_truths(shared: Trace) -> None:
     assert _check_points(shared) == {"evict": 2, "hit": 4, "popleft": 4}
-    points = quiz_points(shared)
+    points = quiz_points(shared, CLASSIC)
     got = [(p.kind, p.ask, p.reveal, _truth(p)) for p in points]
     # evict: asked at the POPLEFT_N; c's get_new_blocks counts 5 ... 4 (GET_NEW_BLOCKS, 41)
     # before it evicts block 2 (42); d's counts block 2 (63) before it evicts block 4 (64)
@@ -142,7 +146,7 @@ def test_the_cap_and_disabled_caching_are_explained() -> None:
 
 def test_bad_kinds_are_refused_with_the_allowed_ones(shared: Trace, tmp_path: Path) -> None:
     for bad, error in ((["lru"], ValueError), ("popleft", TypeError), (["hit", "hit"], ValueError)):
-        with pytest.raises(error, match=r"\('evict', 'hit', 'popleft'\)"):
+        with pytest.raises(error, match=r"\('evict', 'fixed_point', 'hit', 'popleft', 'preempt', 'window'\)"):
             quiz_points(shared, bad)
         with pytest.raises(error, match="evict"):
             export_html(shared, tmp_path / "bad.html", predict=bad)
@@ -172,7 +176,7 @@ def test_player_syncs_the_questions(shared: Trace) -> None:
     assert player.get_state()["quiz"] == [p.to_dict() for p in quiz_points(shared, ["hit"])]
     player.predict = ["evict"]
     assert [q["reveal"] for q in player.quiz] == [42, 64]
-    with pytest.raises(traitlets.TraitError, match=r"\('evict', 'hit', 'popleft'\)"):
+    with pytest.raises(traitlets.TraitError, match=r"\('evict', 'fixed_point', 'hit', 'popleft', 'preempt',"):
         player.predict = ["next_block"]
     assert player.predict == ["evict"] and len(player.quiz) == 2  # unchanged
     with pytest.raises(traitlets.TraitError, match="popleft"):
@@ -184,10 +188,14 @@ def test_player_syncs_the_questions(shared: Trace) -> None:
 def test_js_quiz_stops_scores_and_truths(
     shared: Trace, hybrid: Trace, serving: Trace, tmp_path: Path
 ) -> None:
+    from test_predict_decisions import preempting_trace
+
     cases = [
         {"name": name, "trace": encode_trace(t), "quiz": [p.to_dict() for p in quiz_points(t)]}
-        for name, t in (("shared_prefix", shared), ("hybrid", hybrid), ("serving", serving))
+        for name, t in (("shared_prefix", shared), ("hybrid", hybrid), ("serving", serving),
+                        ("preempting", preempting_trace()))
     ]
+    assert {q["kind"] for c in cases for q in c["quiz"]} == set(PREDICT_KINDS)
     fixture = tmp_path / "fixture.json"
     fixture.write_text(json.dumps({"cases": cases}))
     proc = subprocess.run(
@@ -199,4 +207,4 @@ def test_js_quiz_stops_scores_and_truths(
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "# fail 0" in proc.stdout and "# pass 16" in proc.stdout, proc.stdout[-2000:]
+    assert "# fail 0" in proc.stdout and "# pass 21" in proc.stdout, proc.stdout[-2000:]
