@@ -239,6 +239,7 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
     WORKLOAD is system-prompt, multi-turn, rag, few-shot, a .jsonl file of prompts / token ids,
     or a saved kvlab trace.
     """
+    from kvlab.cli_hints import install_hint
     from kvlab.compare import cli_compare
     from kvlab.compare.cli import WORKLOADS
 
@@ -253,7 +254,7 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise click.UsageError("--svg-dir needs matplotlib: pip install 'kvlab[viz]'") from None
+            raise click.UsageError(f"--svg-dir needs matplotlib (the viz extra): {install_hint('viz')}") from None
     check_output_dir(svg_dir, "--svg-dir")
     check_output_file(json_path, "--json")
     kwargs = {"policies": policies} if policies else {}

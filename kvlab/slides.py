@@ -127,7 +127,7 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
     return page
 
 
-@click.command(short_help="A course notebook, or a teaching session's deck, as offline slides.")
+@click.command(short_help="A course notebook or a session's deck as offline slides.")
 @click.argument("number", required=False)
 @click.option("--session", "session_number", type=click.IntRange(1, 3), default=None,
               help="Build the curated deck of teaching session 1, 2 or 3 instead (figures, players "

@@ -16,7 +16,7 @@ from kvlab.core import (
     VllmConfig,
     get_kv_cache_config,
 )
-from kvlab.course._lab import admit, full_attention_manager, request_factory, seed_hashing
+from kvlab.course.lab_setup import admit, full_attention_manager, request_factory, seed_hashing
 from kvlab.course.check import Exercise, register
 from kvlab.course.rubric import Rubric, explain_item
 from kvlab.worker import BlockTable

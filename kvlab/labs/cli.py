@@ -25,7 +25,7 @@ from kvlab.i18n import _
 __all__ = ["labs"]
 
 
-@click.group()
+@click.group(short_help="Build vLLM's KV-cache pieces, graded against vLLM.")
 def labs() -> None:
     """Build-it labs: write vLLM's KV-cache pieces, graded against vLLM's decisions."""
 
