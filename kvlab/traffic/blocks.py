@@ -14,6 +14,13 @@ many times, so ``prepare_blocks`` computes them once:
 Each distinct block hash also gets a small int ``key`` (first-seen order), so caches that work
 on ints (the radix tree, the infinite cache, the prefix counts) skip the 32-byte hashes.
 
+When every request names hash ids, the keys need no hashing at all: block ``j`` of the hash
+block named ``h`` has the same hash in every request that names ``h`` (a hash id names a
+prefix, checked by the readers), and different ``(h, j)`` give different tokens, so interning
+``(h, j)`` in the same order gives the very same keys. The block hashes are then computed only
+when something reads ``block_hashes`` (a replay through kvlab.core or nano-vllm); the curves,
+Belady, the fleet and the radix tree never do.
+
 Examples:
     >>> from kvlab.traffic.mooncake import read_mooncake_lines
     >>> reqs = read_mooncake_lines([
@@ -38,7 +45,7 @@ from kvlab.traffic.mooncake import TrafficRequest
 __all__ = ["BlockedTraffic", "prepare_blocks", "progress_iter"]
 
 
-@dataclass
+@dataclass(eq=False)
 class BlockedTraffic:
     """Traffic at one block size.
 
@@ -53,9 +60,20 @@ class BlockedTraffic:
 
     requests: list[TrafficRequest]
     block_size: int
-    block_hashes: list[list[BlockHash]]
+    _block_hashes: list[list[BlockHash]] | None
     keys: list[list[int]]
     num_keys: int
+    hash_fn: Callable[[Any], bytes] = sha256
+
+    @property
+    def block_hashes(self) -> list[list[BlockHash]]:
+        """Per request, the BlockHash of each full prompt block (computed on first use)."""
+        if self._block_hashes is None:
+            ensure_none_hash()
+            memo: dict = {}
+            self._block_hashes = [_hash_ids_blocks(r, self.block_size, memo, self.hash_fn)
+                                  for r in self.requests]  # fmt: skip
+        return self._block_hashes
 
     def __len__(self) -> int:
         return len(self.requests)
@@ -162,6 +180,9 @@ def prepare_blocks(
         ValueError: If block_size is not a positive int, or does not divide a hash block size.
     """
     check_block_size(block_size, requests)
+    if requests and all(r.hash_ids is not None for r in requests):
+        return BlockedTraffic(list(requests), block_size, None,
+                              *_hash_id_keys(requests, block_size, progress), hash_fn)  # fmt: skip
     ensure_none_hash()
     memo: dict = {}
     intern: dict[BlockHash, int] = {}
@@ -175,4 +196,26 @@ def prepare_blocks(
             hashes = _hash_tokens(req.prompt_token_ids or (), block_size, None, hash_fn)
         all_hashes.append(hashes)
         all_keys.append([intern.setdefault(h, len(intern)) for h in hashes])
-    return BlockedTraffic(list(requests), block_size, all_hashes, all_keys, len(intern))
+    return BlockedTraffic(list(requests), block_size, all_hashes, all_keys, len(intern), hash_fn)
+
+
+def _hash_id_keys(requests: Sequence[TrafficRequest], block_size: int,
+                  progress: bool | None) -> tuple[list[list[int]], int]:  # fmt: skip
+    """Keys of hash-id requests without hashing (see the module docstring)."""
+    intern: dict[tuple[int, int], int] = {}
+    all_keys = []
+    it = progress_iter(requests, progress, desc=f"block keys (block size {block_size})",
+                       unit="req")  # fmt: skip
+    for req in it:
+        assert req.hash_ids is not None
+        per = req.hash_block_size // block_size
+        full = req.num_prompt_tokens // block_size
+        keys = []
+        for j in range(full):
+            pair = (req.hash_ids[j // per], j % per)
+            key = intern.get(pair)
+            if key is None:
+                key = intern[pair] = len(intern)
+            keys.append(key)
+        all_keys.append(keys)
+    return all_keys, len(intern)
