@@ -71,12 +71,13 @@ class BeladyResult:
     evicted_blocks: int = 0
 
 
-def next_uses(blocked: BlockedTraffic, num_blocks: int | None = None) -> list[list[int]]:
+def next_uses(blocked: BlockedTraffic, num_blocks: int | None = None,
+              max_model_len: int | None = None) -> list[list[int]]:
     """Per request and full block: the index of the next request that looks its key up.
 
     A request looks up its first ``(num_tokens - 1) // block_size`` blocks (vLLM's cap); one
-    larger than ``num_blocks`` (refused by that pool) looks up nothing. NEVER when no later
-    request looks the key up.
+    larger than ``num_blocks`` (refused by that pool) or than ``max_model_len`` looks up
+    nothing. NEVER when no later request looks the key up.
     """
     bs = blocked.block_size
     nxt: dict[int, int] = {}
@@ -85,7 +86,7 @@ def next_uses(blocked: BlockedTraffic, num_blocks: int | None = None) -> list[li
         keys = blocked.keys[i]
         out[i] = [nxt.get(k, NEVER) for k in keys]
         n = blocked.requests[i].num_prompt_tokens
-        if num_blocks is not None and -(-n // bs) > num_blocks:
+        if (num_blocks is not None and -(-n // bs) > num_blocks) or n > (max_model_len or n):
             continue
         for k in keys[: min((n - 1) // bs, len(keys))]:
             nxt[k] = i
@@ -93,7 +94,7 @@ def next_uses(blocked: BlockedTraffic, num_blocks: int | None = None) -> list[li
 
 
 def belady(blocked: BlockedTraffic, capacity_tokens: int, uses: list[list[int]] | None = None,
-           stop_after: int | None = None) -> BeladyResult:  # fmt: skip
+           stop_after: int | None = None, max_model_len: int | None = None) -> BeladyResult:  # fmt: skip
     """Replay with Belady's eviction at one capacity (see the module docstring).
 
     Args:
@@ -101,6 +102,7 @@ def belady(blocked: BlockedTraffic, capacity_tokens: int, uses: list[list[int]] 
         capacity_tokens: Pool size (tokens), at least one block.
         uses: ``next_uses(blocked, capacity_tokens // block_size)`` (computed if None).
         stop_after: Replay only the first ``stop_after`` requests (None = all).
+        max_model_len: Prompts longer than this (tokens) are refused (None = no limit).
 
     Returns:
         The BeladyResult.
@@ -112,7 +114,7 @@ def belady(blocked: BlockedTraffic, capacity_tokens: int, uses: list[list[int]] 
     if capacity_tokens < bs:
         raise ValueError(f"capacity {capacity_tokens} tokens is below one block ({bs} tokens)")
     num_blocks = capacity_tokens // bs
-    uses = next_uses(blocked, num_blocks) if uses is None else uses
+    uses = next_uses(blocked, num_blocks, max_model_len) if uses is None else uses
     n_req = len(blocked) if stop_after is None else min(stop_after, len(blocked))
     res = BeladyResult(num_blocks)
     cached: dict[int, tuple[int, int]] = {}  # key -> (next use, depth): its heap entry
@@ -120,7 +122,7 @@ def belady(blocked: BlockedTraffic, capacity_tokens: int, uses: list[list[int]] 
     for i in range(n_req):
         keys, n = blocked.keys[i], blocked.requests[i].num_prompt_tokens
         nb = -(-n // bs)
-        if nb > num_blocks:
+        if nb > num_blocks or n > (max_model_len or n):
             res.rejected += 1
             res.per_request_hit_tokens.append(0)
             continue

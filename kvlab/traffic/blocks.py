@@ -40,7 +40,7 @@ from typing import Any
 
 from kvlab.core.kv_cache_utils import BlockHash, hash_block_tokens, init_none_hash
 from kvlab.core.hashing import sha256
-from kvlab.traffic.mooncake import TrafficRequest
+from kvlab.traffic.mooncake import TrafficRequest, synthesize_tokens
 
 __all__ = ["BlockedTraffic", "prepare_blocks", "progress_iter"]
 
@@ -163,6 +163,7 @@ def prepare_blocks(
     block_size: int,
     hash_fn: Callable[[Any], bytes] = sha256,
     progress: bool | None = False,
+    any_block_size: bool = False,
 ) -> BlockedTraffic:
     """Hash every request's full prompt blocks at ``block_size`` (see the module docstring).
 
@@ -172,6 +173,9 @@ def prepare_blocks(
             hash block size (512 for Mooncake).
         hash_fn: The prefix-cache hash function (``kvlab.core.hashing``), vLLM's default sha256.
         progress: A tqdm progress bar: True shows it, None only on a terminal, False not.
+        any_block_size: Also accept a block size that does not divide a hash block size
+            (a model's aligned block size, 80 for Jamba): such requests are hashed over their
+            synthesized tokens (``synthesize_tokens``), slower but with the same meaning.
 
     Returns:
         The BlockedTraffic.
@@ -179,8 +183,11 @@ def prepare_blocks(
     Raises:
         ValueError: If block_size is not a positive int, or does not divide a hash block size.
     """
-    check_block_size(block_size, requests)
-    if requests and all(r.hash_ids is not None for r in requests):
+    divides = all(r.hash_ids is None or r.hash_block_size % block_size == 0
+                  for r in requests)  # fmt: skip
+    if not (any_block_size and block_size >= 1 and not divides):
+        check_block_size(block_size, requests)
+    if divides and requests and all(r.hash_ids is not None for r in requests):
         return BlockedTraffic(list(requests), block_size, None,
                               *_hash_id_keys(requests, block_size, progress), hash_fn)  # fmt: skip
     ensure_none_hash()
@@ -190,10 +197,10 @@ def prepare_blocks(
     it = progress_iter(requests, progress, desc=f"hashing blocks (block size {block_size})",
                        unit="req")  # fmt: skip
     for req in it:
-        if req.hash_ids is not None:
+        if req.hash_ids is not None and req.hash_block_size % block_size == 0:
             hashes = _hash_ids_blocks(req, block_size, memo, hash_fn)
         else:
-            hashes = _hash_tokens(req.prompt_token_ids or (), block_size, None, hash_fn)
+            hashes = _hash_tokens(synthesize_tokens(req), block_size, None, hash_fn)
         all_hashes.append(hashes)
         all_keys.append([intern.setdefault(h, len(intern)) for h in hashes])
     return BlockedTraffic(list(requests), block_size, all_hashes, all_keys, len(intern), hash_fn)

@@ -56,19 +56,23 @@ class LRUPrefixCache:
         items: Optional starting state, least recently freed first: a key (cached block) or
             None (a free block caching nothing) per block, at most ``num_blocks``; the rest of
             the pool are empty blocks ahead of them in the queue.
+        max_model_len: Prompts longer than this (tokens) are refused before any lookup, as
+            vLLM's input check refuses them (None = no limit).
 
     Raises:
         ValueError: If a size is not an int >= 1, or ``items`` is longer than the pool.
     """
 
     def __init__(self, num_blocks: int, block_size: int, cap_hit: bool = True,
-                 first_block_id: int = 1, items: Sequence[int | None] = ()) -> None:  # fmt: skip
+                 first_block_id: int = 1, items: Sequence[int | None] = (),
+                 max_model_len: int | None = None) -> None:  # fmt: skip
         for name, v in (("num_blocks", num_blocks), ("block_size", block_size)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {v!r}")
         if len(items) > num_blocks:
             raise ValueError(f"{len(items)} starting items for a pool of {num_blocks} blocks")
         self.num_blocks, self.block_size, self.cap_hit = num_blocks, block_size, cap_hit
+        self.max_model_len = max_model_len
         ids = range(first_block_id, first_block_id + num_blocks)
         self.queue: OrderedDict[int, None] = OrderedDict.fromkeys(ids)
         self.key_of: dict[int, int] = {}  # block_id -> key, cached blocks only
@@ -113,11 +117,12 @@ class LRUPrefixCache:
 
         Returns:
             Hit tokens (a multiple of block_size; nano-vllm: capped at num_tokens - 1), or -1
-            when the request needs more blocks than the pool has (nothing changed).
+            when the request needs more blocks than the pool has or is longer than
+            max_model_len (nothing changed).
         """
         bs = self.block_size
         num_blocks = -(-num_tokens // bs)
-        if num_blocks > self.num_blocks:
+        if num_blocks > self.num_blocks or (self.max_model_len or num_tokens) < num_tokens:
             return -1
         limit = min((num_tokens - 1) // bs, len(keys)) if self.cap_hit else len(keys)
         cached, queue = self.cached, self.queue

@@ -37,7 +37,7 @@ Examples:
     ...     '{"timestamp": 2, "input_length": 1100, "output_length": 1, "hash_ids": [0, 1, 5]}']),
     ...     512)
     >>> [c.per_request_hit_tokens for c in lru_curve(b, [3 * 512, 5 * 512, 8 * 512])]
-    [[0, 0, 0], [0, 0, 1024], [0, 0, 1024]]
+    [[0, 0, 512], [0, 0, 1024], [0, 0, 1024]]
 """
 
 from __future__ import annotations
@@ -163,7 +163,8 @@ def _runs(times: list[int]) -> list[tuple[int, int]]:
 
 
 def lru_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int], cap_hit: bool = True,
-              stop_after: int | None = None) -> list[CurvePoint]:  # fmt: skip
+              stop_after: int | None = None,
+              max_model_len: int | None = None) -> list[CurvePoint]:  # fmt: skip
     """vLLM's (``cap_hit``) or nano-vllm's hits at every capacity in one pass (module doc).
 
     Args:
@@ -171,6 +172,8 @@ def lru_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int], cap_hit
         capacities_tokens: Pool sizes (tokens); each gives ``capacity // block_size`` blocks.
         cap_hit: True = vLLM (lookups capped at num_tokens - 1), False = nano-vllm.
         stop_after: Replay only the first ``stop_after`` requests (None = all).
+        max_model_len: Prompts longer than this (tokens) are refused at every capacity before
+            any lookup (vLLM's input check; None = no limit).
 
     Returns:
         One CurvePoint per capacity, in the order given; equal to replaying each capacity
@@ -194,6 +197,11 @@ def lru_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int], cap_hit
     last, key_at = st.last, st.key_at
     for i in range(n_req):
         n = reqs[i].num_prompt_tokens
+        if max_model_len is not None and n > max_model_len:
+            for c in active:
+                points[c].rejected += 1
+                points[c].per_request_hit_tokens.append(0)
+            continue
         keys = all_keys[i]
         nb = -(-n // bs)
         m = len(keys)
@@ -210,7 +218,7 @@ def lru_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int], cap_hit
             d = st.depth(last[keys[limit]])
             leave += [c for c in active if c > d and c >= nb]
         if leave:
-            _hand_over(st, points, leave, blocked, i, n_req, cap_hit)
+            _hand_over(st, points, leave, blocked, i, n_req, cap_hit, max_model_len)
             active = [c for c in active if c not in leave]
             if not active:
                 break
@@ -251,14 +259,15 @@ def lru_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int], cap_hit
 
 
 def _hand_over(st: _Stack, points: dict, leave: list[int], blocked: BlockedTraffic, start: int,
-               n_req: int, cap_hit: bool) -> None:  # fmt: skip
+               n_req: int, cap_hit: bool, max_model_len: int | None) -> None:  # fmt: skip
     """Replay the ``leave`` capacities from request ``start`` on, from the stack's state."""
     bs = blocked.block_size
     depths = st.keyed_depths()
     for c in leave:
         p = points[c]
         p.evicted_blocks += len(depths) - bisect_left(depths, c)
-        sim = LRUPrefixCache(c, bs, cap_hit=cap_hit, items=st.top_items(c))
+        sim = LRUPrefixCache(c, bs, cap_hit=cap_hit, items=st.top_items(c),
+                             max_model_len=max_model_len)  # fmt: skip
         p.replayed_from = start
         for i in range(start, n_req):
             hit = sim.serve(blocked.keys[i], blocked.requests[i].num_prompt_tokens)
