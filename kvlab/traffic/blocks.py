@@ -42,7 +42,7 @@ from kvlab.core.kv_cache_utils import BlockHash, hash_block_tokens, init_none_ha
 from kvlab.core.hashing import sha256
 from kvlab.traffic.mooncake import TrafficRequest, synthesize_tokens
 
-__all__ = ["BlockedTraffic", "prepare_blocks", "progress_iter"]
+__all__ = ["BlockedTraffic", "hash_id_keys", "prepare_blocks", "progress_iter"]
 
 
 @dataclass(eq=False)
@@ -204,6 +204,25 @@ def prepare_blocks(
         all_hashes.append(hashes)
         all_keys.append([intern.setdefault(h, len(intern)) for h in hashes])
     return BlockedTraffic(list(requests), block_size, all_hashes, all_keys, len(intern), hash_fn)
+
+
+def hash_id_keys(req: TrafficRequest, block_size: int) -> list[int]:
+    """One request's block keys straight from its hash ids, with nothing remembered.
+
+    Key of block j of the hash block named h: ``h * per + j``, ``per = hash_block_size //
+    block_size``. Equal keys <=> equal prefixes, as ``prepare_blocks``'s keys (other ints),
+    so a streaming replay (``stack.LRUCurve``) of a trace too big to intern gives the same
+    hits.
+
+    Raises:
+        ValueError: If the request has no hash ids or block_size does not divide its hash
+            block size.
+    """
+    if req.hash_ids is None or req.hash_block_size % block_size:
+        raise ValueError(f"hash_id_keys needs hash ids at a multiple of block_size "
+                         f"{block_size}; request {req.request_id} has none")  # fmt: skip
+    per, ids = req.hash_block_size // block_size, req.hash_ids
+    return [ids[j // per] * per + j % per for j in range(req.num_prompt_tokens // block_size)]
 
 
 def _hash_id_keys(requests: Sequence[TrafficRequest], block_size: int,

@@ -23,10 +23,16 @@ What breaks inclusion, and what is done about it (exactly: never an approximatio
   then on which copy a lookup touches (the first inserted) depends on N.
 
 At such a request, each capacity it affects leaves the pass: its state (the N most recent items
-of the stack) is handed to ``LRUPrefixCache`` (``lru.py``), which replays the rest of the trace
+of the stack) is handed to ``LRUPrefixCache`` (``lru.py``), which serves the rest of the trace
 for that capacity alone. Both Mooncake traces at block size 512 have no second copy; the
 biggest request (126,195 conversation tokens) only moves capacities below it to replay.
 nano-vllm (``cap_hit=False``) never makes second copies.
+
+Memory is bounded by the largest capacity, not by the trace: ``LRUCurve`` takes requests one
+at a time (``feed``), and when its arrays fill it compacts them, dropping the items deeper than
+the largest capacity still in the pass (evicted at every capacity: counted as such; a later
+lookup of one is a miss everywhere, exactly as a fresh item). A 100x extension of the
+conversation trace (``synthetic.extend_trace``) streams through it.
 
 Examples:
     >>> from kvlab.traffic.mooncake import read_mooncake_lines
@@ -49,7 +55,11 @@ from dataclasses import dataclass, field
 from kvlab.traffic.blocks import BlockedTraffic
 from kvlab.traffic.lru import LRUPrefixCache
 
-__all__ = ["CurvePoint", "lru_curve"]
+__all__ = ["CurvePoint", "LRUCurve", "lru_curve"]
+
+
+MIN_TIMES = 1 << 16
+"""Freeing times a streaming pass allocates at least (compaction doubles what it keeps)."""
 
 
 @dataclass
@@ -58,15 +68,19 @@ class CurvePoint:
 
     Attributes:
         num_blocks: Pool size (blocks).
-        per_request_hit_tokens: Hit of each request (tokens); 0 for a refused one.
-        rejected: Requests refused (larger than the pool).
+        per_request_hit_tokens: Hit of each request (tokens; 0 for a refused one), when kept.
+        hit_tokens: Hit tokens of the requests from ``warmup_requests`` on (tokens).
+        prompt_tokens: Prompt tokens of those requests (tokens).
+        rejected: Requests refused (larger than the pool, or than max_model_len).
         evicted_blocks: Cached blocks evicted (blocks).
-        replayed_from: Index of the request from which this capacity was replayed on its own
-            (``LRUPrefixCache``), or None if the one pass answered it to the end.
+        replayed_from: Index of the request from which this capacity was served on its own
+            (``LRUPrefixCache``), or None if the pass answered it to the end.
     """
 
     num_blocks: int
     per_request_hit_tokens: list[int] = field(default_factory=list, repr=False)
+    hit_tokens: int = 0
+    prompt_tokens: int = 0
     rejected: int = 0
     evicted_blocks: int = 0
     replayed_from: int | None = None
@@ -104,14 +118,19 @@ class _Fenwick:
 
 
 class _Stack:
-    """Items in freeing order: time t holds ``key_at[t]`` (-1: caches nothing)."""
+    """Items in freeing order: time t holds ``key_at[t]`` (-1: caches nothing).
+
+    NOTE: ``last[key]`` is the time of the key's most recent item; an older item of the same
+    key (a second copy's original) stays in ``key_at`` but is never looked up again.
+    """
 
     def __init__(self, size: int) -> None:
+        self.size = size
         self.key_at: list[int] = []
         self.moved = _Fenwick(size)
         self.is_moved = bytearray(size)
         self.num_moved = 0
-        self.last: dict[int, int] = {}  # key -> time of its most recent item
+        self.last: dict = {}
 
     def depth(self, t: int) -> int:
         """Items freed after time t and not moved since."""
@@ -124,30 +143,48 @@ class _Stack:
         self.is_moved[lo : hi + 1] = b"\x01" * (hi + 1 - lo)
         self.num_moved += hi + 1 - lo
 
-    def top_items(self, n: int) -> list[int | None]:
-        """The ``n`` most recent items, least recent first (keys; None for no key)."""
-        out: list[int | None] = []
-        key_at, is_moved, last = self.key_at, self.is_moved, self.last
-        t = len(key_at) - 1
-        while t >= 0 and len(out) < n:
+    def live(self, limit: int) -> list[int]:
+        """Times of the ``limit`` most recent items, most recent first."""
+        out: list[int] = []
+        is_moved = self.is_moved
+        t = len(self.key_at) - 1
+        while t >= 0 and len(out) < limit:
             if not is_moved[t]:
-                k = key_at[t]
-                # NOTE: an older copy of a key is never inside a capacity still in the pass
-                out.append(k if k >= 0 and last.get(k) == t else None)
+                out.append(t)
             t -= 1
-        out.reverse()
+        return out
+
+    def top_items(self, n: int) -> list:
+        """The ``n`` most recent items, least recent first (keys; None for no key)."""
+        key_at, last = self.key_at, self.last
+        out = []
+        for t in reversed(self.live(n)):
+            k = key_at[t]
+            # NOTE: an older copy of a key is never inside a capacity still in the pass
+            out.append(k if k != -1 and last.get(k) == t else None)
         return out
 
     def keyed_depths(self) -> list[int]:
         """Depth of every item that holds a key, ascending."""
-        out, depth = [], 0
-        key_at, is_moved = self.key_at, self.is_moved
-        for t in range(len(key_at) - 1, -1, -1):
-            if not is_moved[t]:
-                if key_at[t] >= 0:
-                    out.append(depth)
-                depth += 1
-        return out
+        key_at = self.key_at
+        return [d for d, t in enumerate(self.live(len(key_at))) if key_at[t] != -1]
+
+    def compact(self, keep: int, room: int) -> int:
+        """Keep the ``keep`` most recent items (renumbered), with room for ``room`` more
+        times; returns how many dropped items held a key."""
+        kept = self.live(keep)
+        key_at, last = self.key_at, self.last
+        dropped = sum(1 for t in range(len(key_at)) if not self.is_moved[t]
+                      and key_at[t] != -1) - sum(1 for t in kept if key_at[t] != -1)  # fmt: skip
+        new_keys = [key_at[t] for t in reversed(kept)]
+        new_last = {}
+        for new_t, t in enumerate(reversed(kept)):
+            k = key_at[t]
+            if k != -1 and last.get(k) == t:
+                new_last[k] = new_t
+        self.__init__(max(room + len(new_keys), 2 * len(new_keys), MIN_TIMES))
+        self.key_at, self.last = new_keys, new_last
+        return dropped
 
 
 def _runs(times: list[int]) -> list[tuple[int, int]]:
@@ -162,9 +199,159 @@ def _runs(times: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+class LRUCurve:
+    """The one pass, fed one request at a time (see the module docstring).
+
+    Args:
+        block_size: Tokens per block (tokens).
+        capacities_tokens: Pool sizes (tokens); each gives ``capacity // block_size`` blocks.
+        cap_hit: True = vLLM (lookups capped at num_tokens - 1), False = nano-vllm.
+        max_model_len: Prompts longer than this (tokens) are refused at every capacity before
+            any lookup (vLLM's input check; None = no limit).
+        keep_per_request: Keep every request's hit per capacity (False: sums only, for
+            traces that do not fit in memory).
+        warmup_requests: Requests before this index are replayed but not summed into
+            ``hit_tokens`` / ``prompt_tokens``.
+        expected_times: Freeing times to allocate at first (blocks of the whole trace avoids
+            any compaction; None = grow by compaction).
+
+    Raises:
+        ValueError: If a capacity is below one block.
+    """
+
+    def __init__(self, block_size: int, capacities_tokens: Sequence[int], cap_hit: bool = True,
+                 max_model_len: int | None = None, keep_per_request: bool = True,
+                 warmup_requests: int = 0, expected_times: int | None = None) -> None:  # fmt: skip
+        bs = block_size
+        self.sizes = []
+        for cap in capacities_tokens:
+            if cap < bs:
+                raise ValueError(f"capacity {cap} tokens is below one block ({bs} tokens)")
+            self.sizes.append(cap // bs)
+        self.bs, self.cap_hit, self.max_model_len = bs, cap_hit, max_model_len
+        self.keep, self.warmup = keep_per_request, warmup_requests
+        self.points = {n: CurvePoint(n) for n in sorted(set(self.sizes))}
+        self.active = sorted(self.points)  # NOTE: capacities (blocks) still in the pass
+        self.sims: dict[int, LRUPrefixCache] = {}
+        self.st = _Stack(expected_times + 1 if expected_times else MIN_TIMES)
+        self.index = 0
+
+    def _record(self, c: int, hit: int, n: int) -> None:
+        p = self.points[c]
+        if self.keep:
+            p.per_request_hit_tokens.append(hit)
+        if self.index >= self.warmup:
+            p.hit_tokens += hit
+            p.prompt_tokens += n
+
+    def feed(self, keys: Sequence, num_tokens: int) -> None:
+        """Serve one request at every capacity.
+
+        Args:
+            keys: Its full-block keys (``num_tokens // block_size``; equal key = equal
+                prefix: ``BlockedTraffic.keys`` or ``blocks.hash_id_keys``).
+            num_tokens: Its prompt (tokens).
+        """
+        n, bs, st = num_tokens, self.bs, self.st
+        for c, sim in self.sims.items():
+            hit = sim.serve(keys, n)
+            if hit < 0:
+                self.points[c].rejected += 1
+            self._record(c, max(hit, 0), n)
+        if self.max_model_len is not None and n > self.max_model_len:
+            for c in self.active:
+                self.points[c].rejected += 1
+                self._record(c, 0, n)
+            self.index += 1
+            return
+        if self.active:
+            self._feed_pass(keys, n, bs, st)
+        self.index += 1
+
+    def _feed_pass(self, keys: Sequence, n: int, bs: int, st: _Stack) -> None:
+        nb, m = -(-n // bs), len(keys)
+        if len(st.key_at) + nb > st.size:
+            dropped = st.compact(self.active[-1], nb)
+            for c in self.active:
+                self.points[c].evicted_blocks += dropped
+            st = self.st
+        last, key_at = st.last, st.key_at
+        limit = min((n - 1) // bs, m) if self.cap_hit else m
+        seen = 0
+        while seen < m and keys[seen] in last:
+            seen += 1
+        looked = min(seen, limit)
+        old = [last[k] for k in keys[:looked]]
+        runs = _runs(old)
+        depth = [st.depth(old[j]) for j, _ in runs]
+        leave = [c for c in self.active if c < nb]
+        if seen > limit:  # NOTE: a cached last block gets a second copy at these sizes
+            d = st.depth(last[keys[limit]])
+            leave += [c for c in self.active if c > d and c >= nb]
+        if leave:
+            self._hand_over(leave, keys, n)
+            if not self.active:
+                return
+        # hits: running max of depths (depth grows by 1 along a run)
+        pm, run_max = -1, []
+        for (j0, length), d0 in zip(runs, depth, strict=True):
+            pm = max(pm, d0 + length - 1)
+            run_max.append((j0, length, d0, pm))
+        for c in self.active:
+            hit = 0
+            for j0, length, d0, top in run_max:
+                if top < c:
+                    hit = j0 + length
+                    continue
+                hit = j0 + max(0, min(length, c - d0)) if d0 < c else j0
+                break
+            self._record(c, hit * bs if self.cap_hit else min(hit * bs, n - 1), n)
+            p = self.points[c]
+            for _, length, d0, _ in run_max:  # NOTE: blocks found at depth >= c were evicted
+                if d0 + length - 1 >= c:
+                    p.evicted_blocks += length - max(0, c - d0)
+        # move: the looked-up items leave their places, then the request is freed on top
+        for j0, length in runs:
+            st.move(old[j0 + length - 1], old[j0])
+        if nb > m:
+            key_at.append(-1)  # NOTE: the partial last block, freed first, caches nothing
+        key_at.extend(reversed(keys))
+        top = len(key_at) - 1
+        last.update(zip(keys, range(top, top - m, -1)))
+
+    def _hand_over(self, leave: list[int], keys: Sequence, n: int) -> None:
+        """Serve the ``leave`` capacities on their own from now on (this request included)."""
+        depths = self.st.keyed_depths()
+        for c in leave:
+            p = self.points[c]
+            p.evicted_blocks += len(depths) - bisect_left(depths, c)
+            sim = LRUPrefixCache(c, self.bs, cap_hit=self.cap_hit, items=self.st.top_items(c),
+                                 max_model_len=self.max_model_len)  # fmt: skip
+            p.replayed_from = self.index
+            hit = sim.serve(keys, n)
+            if hit < 0:
+                p.rejected += 1
+            self._record(c, max(hit, 0), n)
+            self.sims[c] = sim
+        self.active = [c for c in self.active if c not in leave]
+
+    def finish(self) -> list[CurvePoint]:
+        """Close the pass: count the evictions still pending; one CurvePoint per capacity
+        given, in that order."""
+        if self.active:
+            depths = self.st.keyed_depths()  # NOTE: items never looked up again
+            for c in self.active:
+                self.points[c].evicted_blocks += len(depths) - bisect_left(depths, c)
+            self.active = []
+        for c, sim in self.sims.items():
+            self.points[c].evicted_blocks += sim.num_evicted_blocks
+        self.sims = {}
+        return [self.points[n] for n in self.sizes]
+
+
 def lru_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int], cap_hit: bool = True,
-              stop_after: int | None = None,
-              max_model_len: int | None = None) -> list[CurvePoint]:  # fmt: skip
+              stop_after: int | None = None, max_model_len: int | None = None,
+              warmup_requests: int = 0) -> list[CurvePoint]:  # fmt: skip
     """vLLM's (``cap_hit``) or nano-vllm's hits at every capacity in one pass (module doc).
 
     Args:
@@ -174,6 +361,7 @@ def lru_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int], cap_hit
         stop_after: Replay only the first ``stop_after`` requests (None = all).
         max_model_len: Prompts longer than this (tokens) are refused at every capacity before
             any lookup (vLLM's input check; None = no limit).
+        warmup_requests: Requests before this index count in no sum (still replayed).
 
     Returns:
         One CurvePoint per capacity, in the order given; equal to replaying each capacity
@@ -182,97 +370,11 @@ def lru_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int], cap_hit
     Raises:
         ValueError: If a capacity is below one block.
     """
-    bs = blocked.block_size
-    sizes = []
-    for cap in capacities_tokens:
-        if cap < bs:
-            raise ValueError(f"capacity {cap} tokens is below one block ({bs} tokens)")
-        sizes.append(cap // bs)
     n_req = len(blocked) if stop_after is None else min(stop_after, len(blocked))
-    reqs, all_keys = blocked.requests, blocked.keys
-    points = {n: CurvePoint(n) for n in sorted(set(sizes))}
-    active = sorted(points)  # NOTE: capacities (blocks) still answered by the pass
-    total = sum(-(-r.num_prompt_tokens // bs) for r in reqs[:n_req])
-    st = _Stack(total)
-    last, key_at = st.last, st.key_at
+    reqs = blocked.requests
+    total = sum(-(-r.num_prompt_tokens // blocked.block_size) for r in reqs[:n_req])
+    curve = LRUCurve(blocked.block_size, capacities_tokens, cap_hit, max_model_len,
+                     warmup_requests=warmup_requests, expected_times=total)  # fmt: skip
     for i in range(n_req):
-        n = reqs[i].num_prompt_tokens
-        if max_model_len is not None and n > max_model_len:
-            for c in active:
-                points[c].rejected += 1
-                points[c].per_request_hit_tokens.append(0)
-            continue
-        keys = all_keys[i]
-        nb = -(-n // bs)
-        m = len(keys)
-        limit = min((n - 1) // bs, m) if cap_hit else m
-        seen = 0
-        while seen < m and keys[seen] in last:
-            seen += 1
-        looked = min(seen, limit)
-        old = [last[k] for k in keys[:looked]]
-        runs = _runs(old)
-        depth = [st.depth(old[j]) for j, _ in runs]
-        leave = [c for c in active if c < nb]
-        if seen > limit:  # NOTE: a cached last block gets a second copy at these sizes
-            d = st.depth(last[keys[limit]])
-            leave += [c for c in active if c > d and c >= nb]
-        if leave:
-            _hand_over(st, points, leave, blocked, i, n_req, cap_hit, max_model_len)
-            active = [c for c in active if c not in leave]
-            if not active:
-                break
-        # hits: running max of depths (depth grows by 1 along a run)
-        pm = -1
-        run_max = []
-        for (j0, length), d0 in zip(runs, depth, strict=True):
-            pm = max(pm, d0 + length - 1)
-            run_max.append((j0, length, d0, pm))
-        for c in active:
-            p = points[c]
-            hit = 0
-            for j0, length, d0, top in run_max:
-                if top < c:
-                    hit = j0 + length
-                    continue
-                hit = j0 + max(0, min(length, c - d0)) if d0 < c else j0
-                break
-            p.per_request_hit_tokens.append(hit * bs if cap_hit else min(hit * bs, n - 1))
-            for _, length, d0, _ in run_max:  # NOTE: blocks found at depth >= c were evicted
-                if d0 + length - 1 >= c:
-                    p.evicted_blocks += length - max(0, c - d0)
-        # move: the looked-up items leave their places, then the request is freed on top
-        for j0, length in runs:
-            st.move(old[j0 + length - 1], old[j0])
-        base = len(key_at)
-        if nb > m:
-            key_at.append(-1)  # NOTE: the partial last block, freed first, caches nothing
-        key_at.extend(reversed(keys))
-        top = len(key_at) - 1
-        last.update(zip(keys, range(top, top - m, -1)))
-        assert len(key_at) - base == nb
-    if active:
-        depths = st.keyed_depths()  # NOTE: items never looked up again: evicted past their depth
-        for c in active:
-            points[c].evicted_blocks += len(depths) - bisect_left(depths, c)
-    return [points[n] for n in sizes]
-
-
-def _hand_over(st: _Stack, points: dict, leave: list[int], blocked: BlockedTraffic, start: int,
-               n_req: int, cap_hit: bool, max_model_len: int | None) -> None:  # fmt: skip
-    """Replay the ``leave`` capacities from request ``start`` on, from the stack's state."""
-    bs = blocked.block_size
-    depths = st.keyed_depths()
-    for c in leave:
-        p = points[c]
-        p.evicted_blocks += len(depths) - bisect_left(depths, c)
-        sim = LRUPrefixCache(c, bs, cap_hit=cap_hit, items=st.top_items(c),
-                             max_model_len=max_model_len)  # fmt: skip
-        p.replayed_from = start
-        for i in range(start, n_req):
-            hit = sim.serve(blocked.keys[i], blocked.requests[i].num_prompt_tokens)
-            if hit < 0:
-                p.rejected += 1
-                hit = 0
-            p.per_request_hit_tokens.append(hit)
-        p.evicted_blocks += sim.num_evicted_blocks
+        curve.feed(blocked.keys[i], reqs[i].num_prompt_tokens)
+    return curve.finish()

@@ -123,3 +123,25 @@ def test_capacity_below_one_block_is_refused():
         lru_curve(b, [100])
     with pytest.raises(ValueError, match="num_blocks must be an int >= 1, got 0"):
         LRUPrefixCache(0, 16)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_streaming_with_compaction_equals_the_whole_pass(seed, monkeypatch):
+    from kvlab.traffic import stack
+    from kvlab.traffic.blocks import hash_id_keys
+
+    rng = random.Random(50 + seed)
+    reqs = read_mooncake_lines(random_mooncake_lines(rng, 60))
+    b = prepare_blocks(reqs, 64)
+    caps = [64 * k for k in (3, 9, 20, 45)]
+    want = lru_curve(b, caps, warmup_requests=30)
+    monkeypatch.setattr(stack, "MIN_TIMES", 8)  # NOTE: compact every few requests
+    curve = stack.LRUCurve(64, caps, warmup_requests=30)
+    for r in reqs:  # NOTE: keys straight from hash ids (no interning, nothing kept)
+        curve.feed(hash_id_keys(r, 64), r.num_prompt_tokens)
+    got = curve.finish()
+    for g, w in zip(got, want, strict=True):
+        assert g.per_request_hit_tokens == w.per_request_hit_tokens
+        assert (g.hit_tokens, g.prompt_tokens, g.evicted_blocks, g.rejected) == (
+            w.hit_tokens, w.prompt_tokens, w.evicted_blocks, w.rejected)
+        assert g.hit_tokens == sum(w.per_request_hit_tokens[30:])
