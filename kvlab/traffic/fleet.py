@@ -80,6 +80,8 @@ class FleetResult:
         replica_hit_tokens: Hit tokens per replica (tokens).
         rejected: Requests larger than a replica's pool.
         pooled_hit_tokens: Hits of one pool of N x capacity_tokens (tokens).
+        warmup_requests: prompt_tokens, hit_tokens and pooled_hit_tokens sum the requests from
+            this index on (the replica lists count every request).
     """
 
     routing: str
@@ -94,11 +96,12 @@ class FleetResult:
     replica_hit_tokens: list[int] = field(default_factory=list)
     rejected: int = 0
     pooled_hit_tokens: int = 0
+    warmup_requests: int = 0
 
     @property
     def hit_tokens(self) -> int:
-        """Prompt tokens served from a replica's prefix cache (tokens)."""
-        return sum(self.per_request_hit_tokens)
+        """Prompt tokens served from a replica's prefix cache (tokens), from warmup_requests."""
+        return sum(self.per_request_hit_tokens[self.warmup_requests :])
 
     @property
     def hit_rate(self) -> float:
@@ -129,6 +132,7 @@ class FleetResult:
             "replica_requests": self.replica_requests,
             "replica_prompt_tokens": self.replica_prompt_tokens,
             "replica_hit_tokens": self.replica_hit_tokens,
+            "warmup_requests": self.warmup_requests,
         }  # fmt: skip
 
 
@@ -155,7 +159,8 @@ def _common_prefix(all_keys: list[list[int]]) -> int:
 
 
 def replay_fleet(blocked: BlockedTraffic, num_replicas: int, routing: str, capacity_tokens: int,
-                 seed: int = 0, max_model_len: int | None = None) -> FleetResult:  # fmt: skip
+                 seed: int = 0, max_model_len: int | None = None,
+                 warmup_requests: int = 0) -> FleetResult:  # fmt: skip
     """Route ``blocked`` across ``num_replicas`` vLLM caches (see the module docstring).
 
     Args:
@@ -165,6 +170,7 @@ def replay_fleet(blocked: BlockedTraffic, num_replicas: int, routing: str, capac
         capacity_tokens: Each replica's pool (tokens), at least one block.
         seed: Seed of the ``random`` routing.
         max_model_len: Prompts longer than this (tokens) are refused (None = no limit).
+        warmup_requests: Requests before this index count in no sum (still replayed).
 
     Returns:
         The FleetResult.
@@ -211,7 +217,9 @@ def replay_fleet(blocked: BlockedTraffic, num_replicas: int, routing: str, capac
         res.replica_requests[r] += 1
         load[r] += req.num_prompt_tokens
         res.replica_hit_tokens[r] += hit
-    res.prompt_tokens = sum(load)
-    pooled = lru_curve(blocked, [n * (capacity_tokens // bs) * bs], max_model_len=max_model_len)
-    res.pooled_hit_tokens = sum(pooled[0].per_request_hit_tokens)
+    w = res.warmup_requests = warmup_requests
+    res.prompt_tokens = sum(r.num_prompt_tokens for r in blocked.requests[w:])
+    pooled = lru_curve(blocked, [n * (capacity_tokens // bs) * bs], max_model_len=max_model_len,
+                       warmup_requests=w)  # fmt: skip
+    res.pooled_hit_tokens = pooled[0].hit_tokens
     return res
