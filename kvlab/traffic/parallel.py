@@ -74,7 +74,9 @@ def run_tasks(requests: Sequence[Any], tasks: Sequence[tuple], jobs: int = 1,
         raise ValueError(f"jobs must be an int >= 1, got {jobs!r}")
     token = uuid.uuid4().hex
     if client is not None:
-        shared = client.scatter(list(requests), broadcast=True)
+        # NOTE: one future, a fresh key each time (a hashed key freed by the previous sweep
+        # could be released while this one is being scattered)
+        [shared] = client.scatter([list(requests)], broadcast=True, hash=False)
         futures = [client.submit(run_task, token, shared, t, pure=False) for t in tasks]
         return client.gather(futures)
     if jobs == 1 or len(tasks) <= 1:
