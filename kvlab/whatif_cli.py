@@ -281,6 +281,9 @@ def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
               help="kvlab block size(s), comma-separated (tokens).")
 @click.option("--caches", default="vllm", show_default=True,
               help=f"Comma-separated, of {CACHES_HELP}, belady, infinite.")
+@click.option("--policies", default="", metavar="NAMES",
+              help="Also replay libCacheSim's policies (fifo, lru, s3fifo, sieve, arc, clock, "
+              "lirs, twoq, lfu; the policies extra) at each capacity.")
 @click.option("--clock", default="sequence", show_default=True,
               help="Replay clock: sequence, or timed (vllm only; kvlab.traffic.timed).")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
@@ -336,7 +339,7 @@ def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
 @click.option("--no-progress", is_flag=True,
               help="No progress bars (they show only when stderr is a terminal anyway).")
 def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, caches: str,
-           clock: str, limit: int | None, warmup: float, model_config: str | None,
+           policies: str, clock: str, limit: int | None, warmup: float, model_config: str | None,
            kv_cache_memory: str | None, gpu_memory: str | None,
            gpu_memory_utilization: float, weights: str | None, max_model_len: int | None,
            replicas: int, routing: str, seed: int, jobs: int, dask_scheduler: str | None,
@@ -357,6 +360,7 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, 
         raise click.BadParameter(f"only vllm supports the timed clock, got {caches!r}",
                                  param_hint="--caches")  # fmt: skip
     routings = _routings(routing)
+    pols = _policies(policies)
     sizes = _block_sizes(block_size, fmt)
     if (capacity_tokens is None) == (model_config is None):
         raise click.UsageError("give the pool either in tokens (--capacity-tokens 1e5,1e6) or "
@@ -390,7 +394,7 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, 
                     and r["kv_cache_groups"] == 1]  # fmt: skip
         else:
             rows = _cache_rows(reqs, names, caps, sizes, clock, warmup, jobs, client,
-                               max_model_len, progress)  # fmt: skip
+                               max_model_len, progress, pols)  # fmt: skip
             _print_table(heading, rows)
         fleet: list[dict] = []
         if replicas > 1:
@@ -433,15 +437,36 @@ def _model_budgets(model_config: str | None, kv_cache_memory: str | None,
         raise click.UsageError(str(exc)) from None
 
 
+def _policies(text: str) -> list[str]:
+    """--policies: libCacheSim's, checked (and importable) before any work."""
+    from kvlab.traffic.peer_policies import POLICIES
+
+    out = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
+    bad = [p for p in out if p not in POLICIES]
+    if bad:
+        raise click.BadParameter(f"unknown policy {bad[0]!r}; allowed: {', '.join(POLICIES)}",
+                                 param_hint="--policies")  # fmt: skip
+    if out:
+        try:
+            import libcachesim  # noqa: F401
+        except ImportError:
+            from kvlab.cli_hints import install_hint
+
+            raise click.UsageError("--policies needs libcachesim (the policies extra), which is "
+                                   f"not installed: {install_hint('policies')}") from None
+    return out
+
+
 def _cache_rows(reqs: list, names: list[str], caps: list[int], sizes: list[int], clock: str,
                 warmup: float, jobs: int, client: Any, max_model_len: int | None,
-                progress: bool | None) -> list[dict]:  # fmt: skip
+                progress: bool | None, policies: list[str]) -> list[dict]:  # fmt: skip
     from kvlab.traffic import sweep, sweep_rows
 
     try:
         results = sweep(reqs, [_LIBRARY_NAME.get(n, n) for n in names], caps, sizes,
                         progress=progress, clock=clock, warmup=warmup, jobs=jobs,
-                        client=client, max_model_len=max_model_len)  # fmt: skip
+                        client=client, max_model_len=max_model_len,
+                        policies=policies)  # fmt: skip
     except ValueError as exc:  # NOTE: a block size not dividing a kvevents recording's
         raise click.ClickException(str(exc)) from None
     rows = sweep_rows(results)

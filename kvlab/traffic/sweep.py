@@ -79,6 +79,7 @@ def sweep(
     jobs: int = 1,
     client: Any = None,
     max_model_len: int | None = None,
+    policies: Sequence[str] = (),
 ) -> list[ReplayResult]:
     """Replay ``requests`` at every (block size, cache, capacity) on one clock.
 
@@ -94,10 +95,12 @@ def sweep(
         jobs: Local processes (``parallel.run_tasks``).
         client: A dask.distributed Client, or None.
         max_model_len: Prompts longer than this are refused (tokens; None = no limit).
+        policies: libCacheSim policies (``peer_policies.POLICIES``) replayed at each capacity
+            after the caches (sequence clock).
 
     Returns:
         Per block size: the infinite cache, then each cache at each capacity (in the order
-        given).
+        given), then each policy at each capacity.
 
     Raises:
         ValueError: Unknown cache or clock, a cache other than vllm on the timed clock, a
@@ -121,6 +124,13 @@ def sweep(
         check_block_size(bs, requests)
         for cap in capacities_tokens:
             check_capacity(cap, bs)
+    from kvlab.traffic.peer_policies import POLICIES
+
+    bad = [p for p in policies if p not in POLICIES]
+    if bad:
+        raise ValueError(f"unknown policy {bad[0]!r}; allowed: {', '.join(POLICIES)}")
+    if policies and clock == "timed":
+        raise ValueError("libCacheSim's policies replay on the sequence clock only")
     w = warmup_requests(len(requests), warmup)
     caps = tuple(int(c) for c in capacities_tokens)
     tasks: list[tuple] = []
@@ -132,6 +142,7 @@ def sweep(
             else:
                 kind = "timed" if clock == "timed" else cache
                 tasks.extend((kind, bs, cap, w, max_model_len) for cap in caps)
+        tasks.extend(("policy", bs, p, cap, w, max_model_len) for p in policies for cap in caps)
     return _run(requests, tasks, jobs, client, progress)
 
 

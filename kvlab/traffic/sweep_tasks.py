@@ -9,6 +9,8 @@ task                                                       result
 ``("radix", block_size, capacity, warmup, mml)``           one (SGLang's radix tree)
 ``("belady", block_size, capacity, warmup, mml)``          one (``belady.py``)
 ``("timed", block_size, capacity, warmup, mml)``           one TimedResult (vLLM's scheduler)
+``("policy", block_size, name, capacity, warmup, mml)``    one: libCacheSim's policy
+                                                           (``peer_policies.py``)
 ``("model", config, budget, warmup, mml, block_size)``     one: the model sized at ``budget``
                                                            bytes, replayed as vLLM
 ``("fleet", block_size, replicas, routing, capacity,       one FleetResult
@@ -83,6 +85,11 @@ def run(task: tuple, blocked_at: Callable[[int], Any]) -> list[Any]:
 
         _, _, cap, warmup, mml = task
         return [window(replay_timed(b, "vllm", cap), reqs, warmup)]
+    if kind == "policy":
+        from kvlab.traffic.peer_policies import replay_policy
+
+        _, _, name, cap, warmup, mml = task
+        return [window(replay_policy(b, name, cap, max_model_len=mml), reqs, warmup)]
     if kind == "fleet":
         from kvlab.traffic.fleet import replay_fleet
 

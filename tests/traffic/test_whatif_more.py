@@ -102,3 +102,20 @@ def test_html_report_is_offline_and_bilingual(tmp_path):
     assert "routing across replicas" in text and "多副本间的路由" in text
     assert "a few misses explained" in text and "request 3 (mc-3)" in text
     assert not re.search(r"(src|href)=.https?:", text)  # NOTE: nothing fetched from the web
+
+
+def test_libcachesim_policies_beside_vllm(tmp_path):
+    import pytest
+
+    pytest.importorskip("libcachesim")  # NOTE: kvlab[policies], in kvlab[all]
+    res, got = _run(tmp_path, "--capacity-tokens", "1024,4096", "--policies", "lru,s3fifo")
+    assert res.exit_code == 0, res.output
+    rows = {(r["cache"], r["capacity_tokens"]): r["hit_tokens"] for r in got["results"]}
+    # libCacheSim's LRU driven in vLLM's freeing order gives vLLM's hits here.
+    assert rows[("lru", 1024)] == rows[("vllm", 1024)] == 512
+    assert rows[("lru", 4096)] == rows[("vllm", 4096)] == 2560
+    # S3-FIFO admits new blocks to a small FIFO (here one block of the eight): a request's own
+    # blocks push each other out of it before any is asked for twice.
+    assert rows[("s3fifo", 4096)] == 0
+    res, _ = _run(tmp_path, "--capacity-tokens", "1024", "--policies", "belady2")
+    assert res.exit_code == 2 and "unknown policy 'belady2'; allowed: fifo, lru" in res.output
