@@ -17,6 +17,13 @@ the one whose key is looked up again latest (never = last of all); ties go to th
 the cache stays a set of whole prefixes). Nothing is evicted before a request needs room, and
 nothing is refused entry (a running request's blocks hold its KV cache; vLLM cannot bypass).
 
+``bypass=True`` answers another question, the one kvcache-simulator's "optimal" answers: the
+pool as a pure cache, the running request's blocks held outside it (a CPU-offload tier, or an
+engine that never needs the cache's room to run). Nothing is refused; after the hits, each new
+block (first to last) is admitted if there is room, or over the cached block needed latest
+when that one is needed later than the new block; otherwise the request's remaining blocks are
+not cached (bypassed). The lookup and its ``num_tokens - 1`` cap are vLLM's.
+
 Belady's rule is provably optimal for caches of equal-sized independent items; with prefix
 dependencies it is the standard bound but not a proof of optimality, so "hits lost to LRU" can
 in principle be slightly negative. It reads the future: an analysis tool, not a policy.
@@ -94,7 +101,8 @@ def next_uses(blocked: BlockedTraffic, num_blocks: int | None = None,
 
 
 def belady(blocked: BlockedTraffic, capacity_tokens: int, uses: list[list[int]] | None = None,
-           stop_after: int | None = None, max_model_len: int | None = None) -> BeladyResult:  # fmt: skip
+           stop_after: int | None = None, max_model_len: int | None = None,
+           bypass: bool = False) -> BeladyResult:  # fmt: skip
     """Replay with Belady's eviction at one capacity (see the module docstring).
 
     Args:
@@ -103,6 +111,7 @@ def belady(blocked: BlockedTraffic, capacity_tokens: int, uses: list[list[int]] 
         uses: ``next_uses(blocked, capacity_tokens // block_size)`` (computed if None).
         stop_after: Replay only the first ``stop_after`` requests (None = all).
         max_model_len: Prompts longer than this (tokens) are refused (None = no limit).
+        bypass: The pool as a pure cache with admission (see the module docstring).
 
     Returns:
         The BeladyResult.
@@ -114,7 +123,8 @@ def belady(blocked: BlockedTraffic, capacity_tokens: int, uses: list[list[int]] 
     if capacity_tokens < bs:
         raise ValueError(f"capacity {capacity_tokens} tokens is below one block ({bs} tokens)")
     num_blocks = capacity_tokens // bs
-    uses = next_uses(blocked, num_blocks, max_model_len) if uses is None else uses
+    if uses is None:
+        uses = next_uses(blocked, None if bypass else num_blocks, max_model_len)
     n_req = len(blocked) if stop_after is None else min(stop_after, len(blocked))
     res = BeladyResult(num_blocks)
     cached: dict[int, tuple[int, int]] = {}  # key -> (next use, depth): its heap entry
@@ -122,7 +132,7 @@ def belady(blocked: BlockedTraffic, capacity_tokens: int, uses: list[list[int]] 
     for i in range(n_req):
         keys, n = blocked.keys[i], blocked.requests[i].num_prompt_tokens
         nb = -(-n // bs)
-        if nb > num_blocks or n > (max_model_len or n):
+        if (nb > num_blocks and not bypass) or n > (max_model_len or n):
             res.rejected += 1
             res.per_request_hit_tokens.append(0)
             continue
@@ -130,6 +140,10 @@ def belady(blocked: BlockedTraffic, capacity_tokens: int, uses: list[list[int]] 
         hit = 0
         while hit < limit and keys[hit] in cached:
             hit += 1
+        if bypass:
+            res.evicted_blocks += _admit(heap, cached, keys, uses[i], hit, num_blocks)
+            res.per_request_hit_tokens.append(hit * bs)
+            continue
         room = (num_blocks - len(cached)) - (nb - hit)
         if room < 0:
             _evict(heap, cached, set(keys[:hit]), -room)
@@ -140,6 +154,47 @@ def belady(blocked: BlockedTraffic, capacity_tokens: int, uses: list[list[int]] 
                 heapq.heappush(heap, (-u, -j, k))
         res.per_request_hit_tokens.append(hit * bs)
     return res
+
+
+def _admit(heap: list, cached: dict, keys: list[int], uses: list[int], hit: int,
+           num_blocks: int) -> int:  # fmt: skip
+    """Bypass mode: refresh the hits, admit new blocks in order while each beats the victim
+    (needed sooner than the cached block needed latest); returns the blocks evicted."""
+    evicted = 0
+    for j in range(len(keys)):
+        k, u = keys[j], uses[j]
+        if k in cached or j < hit:
+            if cached.get(k) != (u, j):
+                cached[k] = (u, j)
+                heapq.heappush(heap, (-u, -j, k))
+            continue
+        if len(cached) >= num_blocks:
+            victim = _peek(heap, cached, set(keys[:j]))
+            if victim is None or victim[0] <= u:
+                break  # NOTE: the rest of the request is not cached
+            del cached[victim[1]]
+            evicted += 1
+        cached[k] = (u, j)
+        heapq.heappush(heap, (-u, -j, k))
+    return evicted
+
+
+def _peek(heap: list, cached: dict, pinned: set[int]) -> tuple[int, int] | None:
+    """(next use, key) of the cached block needed latest, not pinned; None if none."""
+    held, found = [], None
+    while heap:
+        neg_u, neg_d, k = heap[0]
+        if cached.get(k) != (-neg_u, -neg_d):
+            heapq.heappop(heap)
+            continue
+        if k in pinned:
+            held.append(heapq.heappop(heap))
+            continue
+        found = (-neg_u, k)
+        break
+    for entry in held:
+        heapq.heappush(heap, entry)
+    return found
 
 
 def _evict(heap: list, cached: dict, pinned: set[int], count: int) -> None:

@@ -51,3 +51,19 @@ def test_belady_refuses_a_capacity_below_one_block():
     b = prepare_blocks(read_mooncake_lines(LINES), 512)
     with pytest.raises(ValueError, match="capacity 500 tokens is below one block"):
         belady(b, 500)
+
+
+def test_bypass_keeps_the_pool_for_what_is_needed_again():
+    # A's two blocks are needed by C; B's never. At 2 blocks vLLM's rules must make room for B
+    # (its blocks hold its KV cache while it runs); as a pure cache with admission, B's blocks
+    # are simply not cached (kvcache-simulator's "optimal" answers this question).
+    b = prepare_blocks(read_mooncake_lines([_line(1024, [0, 1]), _line(1024, [2, 3]),
+                                            _line(1100, [0, 1, 4])]), 512)
+    assert belady(b, 2 * 512).per_request_hit_tokens == [0, 0, 0]
+    res = belady(b, 2 * 512, bypass=True)
+    assert (res.per_request_hit_tokens, res.evicted_blocks) == ([0, 0, 1024], 0)
+    # Nothing is refused as a pure cache: the running request is held outside the pool.
+    big = prepare_blocks(read_mooncake_lines([_line(1536, [0, 1, 2]), _line(1536, [0, 1, 2])]),
+                         512)
+    assert belady(big, 2 * 512).rejected == 2
+    assert belady(big, 2 * 512, bypass=True).per_request_hit_tokens == [0, 1024]
