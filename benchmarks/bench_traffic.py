@@ -112,8 +112,9 @@ def peers() -> None:
     print("Capacities in blocks of 512 tokens; hit rate = hit tokens / prompt tokens of "
           "requests n/2 ... n. kvlab: vLLM (LRU) and Belady under vLLM's rules.\n")
     print("| trace | capacity (tokens) | refused by kvlab | kvcache-sim LRU | kvlab vLLM | diff "
-          "| kvcache-sim optimal | kvlab Belady | diff | libCacheSim LRU = kvlab |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| kvcache-sim optimal | kvlab Belady, bypass | diff | kvlab Belady, vLLM's rules "
+          "| libCacheSim LRU = kvlab |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, path in TRACES.items():
         reqs = read_mooncake(path)
         b = prepare_blocks(reqs, BS)
@@ -127,17 +128,17 @@ def peers() -> None:
             lru, opt = res.results[("lru", nblk)], res.results[("optimal", nblk)]
             if lru.measurementMode != "fixed_window":
                 print(f"| {name} | {cap:,} | | not filled before the window (omitted by the "
-                      "peer) | | | | | | |")
+                      "peer) | | | | | | | |")
                 continue
-            bel = belady(b, cap)
-            bel_rate = sum(bel.per_request_hit_tokens[w:]) / p.prompt_tokens
+            bel = sum(belady(b, cap).per_request_hit_tokens[w:]) / p.prompt_tokens
+            byp = sum(belady(b, cap, bypass=True).per_request_hit_tokens[w:]) / p.prompt_tokens
             lcs = replay_policy(b, "lru", cap)
             print(f"| {name} | {cap:,} | {p.rejected} | {lru.hitRate:.4f} | "
                   f"{p.hit_tokens / p.prompt_tokens:.4f} | "
                   f"{p.hit_tokens / p.prompt_tokens - lru.hitRate:+.4f} | {opt.hitRate:.4f} | "
-                  f"{bel_rate:.4f} | {bel_rate - opt.hitRate:+.4f} | "
+                  f"{byp:.4f} | {byp - opt.hitRate:+.4f} | {bel:.4f} | "
                   f"{lcs.per_request_hit_tokens == p.per_request_hit_tokens} |")
-        print(f"| {name} | infinite | | ceiling {res.ceiling.hitRate:.4f} | | | | | | |")
+        print(f"| {name} | infinite | | ceiling {res.ceiling.hitRate:.4f} | | | | | | | |")
     print()
 
 
