@@ -228,7 +228,8 @@ def hash_id_keys(req: TrafficRequest, block_size: int) -> list[int]:
 def _hash_id_keys(requests: Sequence[TrafficRequest], block_size: int,
                   progress: bool | None) -> tuple[list[list[int]], int]:  # fmt: skip
     """Keys of hash-id requests without hashing (see the module docstring)."""
-    intern: dict[tuple[int, int], int] = {}
+    intern: dict = {}
+    intern_id = intern.setdefault  # NOTE: a new key gets the next int: first-seen order
     all_keys = []
     it = progress_iter(requests, progress, desc=f"block keys (block size {block_size})",
                        unit="req")  # fmt: skip
@@ -236,12 +237,10 @@ def _hash_id_keys(requests: Sequence[TrafficRequest], block_size: int,
         assert req.hash_ids is not None
         per = req.hash_block_size // block_size
         full = req.num_prompt_tokens // block_size
-        keys = []
-        for j in range(full):
-            pair = (req.hash_ids[j // per], j % per)
-            key = intern.get(pair)
-            if key is None:
-                key = intern[pair] = len(intern)
-            keys.append(key)
+        ids = req.hash_ids
+        if per == 1:  # NOTE: one block per hash id: the id itself names the block
+            keys = [intern_id(h, len(intern)) for h in ids[:full]]
+        else:
+            keys = [intern_id((ids[j // per], j % per), len(intern)) for j in range(full)]
         all_keys.append(keys)
     return all_keys, len(intern)

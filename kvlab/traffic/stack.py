@@ -166,8 +166,13 @@ class _Stack:
 
     def keyed_depths(self) -> list[int]:
         """Depth of every item that holds a key, ascending."""
-        key_at = self.key_at
-        return [d for d, t in enumerate(self.live(len(key_at))) if key_at[t] != -1]
+        import numpy as np
+
+        n = len(self.key_at)
+        live = np.frombuffer(self.is_moved, dtype=np.uint8, count=n) == 0
+        after = np.cumsum(live[::-1])[::-1] - live  # NOTE: live items freed later = depth
+        keyed = live & (np.fromiter(self.key_at, dtype=object, count=n) != -1)
+        return np.sort(after[keyed]).tolist()
 
     def compact(self, keep: int, room: int) -> int:
         """Keep the ``keep`` most recent items (renumbered), with room for ``room`` more
@@ -281,7 +286,7 @@ class LRUCurve:
         while seen < m and keys[seen] in last:
             seen += 1
         looked = min(seen, limit)
-        old = [last[k] for k in keys[:looked]]
+        old = list(map(last.__getitem__, keys[:looked]))
         runs = _runs(old)
         depth = [st.depth(old[j]) for j, _ in runs]
         leave = [c for c in self.active if c < nb]
@@ -297,6 +302,8 @@ class LRUCurve:
         for (j0, length), d0 in zip(runs, depth, strict=True):
             pm = max(pm, d0 + length - 1)
             run_max.append((j0, length, d0, pm))
+        points, keep, cap_hit = self.points, self.keep, self.cap_hit
+        counted = self.index >= self.warmup
         for c in self.active:
             hit = 0
             for j0, length, d0, top in run_max:
@@ -305,11 +312,17 @@ class LRUCurve:
                     continue
                 hit = j0 + max(0, min(length, c - d0)) if d0 < c else j0
                 break
-            self._record(c, hit * bs if self.cap_hit else min(hit * bs, n - 1), n)
-            p = self.points[c]
-            for _, length, d0, _ in run_max:  # NOTE: blocks found at depth >= c were evicted
-                if d0 + length - 1 >= c:
-                    p.evicted_blocks += length - max(0, c - d0)
+            hit = hit * bs if cap_hit else min(hit * bs, n - 1)
+            p = points[c]  # NOTE: _record, inlined (once per request and capacity)
+            if keep:
+                p.per_request_hit_tokens.append(hit)
+            if counted:
+                p.hit_tokens += hit
+                p.prompt_tokens += n
+            if pm >= c:
+                for _, length, d0, _ in run_max:  # NOTE: blocks found at depth >= c: evicted
+                    if d0 + length - 1 >= c:
+                        p.evicted_blocks += length - max(0, c - d0)
         # move: the looked-up items leave their places, then the request is freed on top
         for j0, length in runs:
             st.move(old[j0 + length - 1], old[j0])
