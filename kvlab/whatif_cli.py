@@ -386,8 +386,10 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, 
         trace=trace.name, requests=f"{len(reqs):,}", block_sizes=bs_text)
     with executor(jobs, dask_scheduler) as client:
         if cfg is not None:
+            given = click.get_current_context().get_parameter_source("block_size")
+            model_bs = sizes[0] if given is click.core.ParameterSource.COMMANDLINE else None
             rows = model_rows(reqs, cfg, budgets, warmup, jobs, client, max_model_len,
-                              sizes[0] if block_size != "512" else None, progress)  # fmt: skip
+                              model_bs, progress)  # fmt: skip
             print_models(_("{trace}: {requests} requests, model {model}").format(
                 trace=trace.name, requests=f"{len(reqs):,}", model=cfg["_name"]), rows)
             caps = [r["capacity_tokens"] for r in rows if r["cache"] == "vllm"
