@@ -287,9 +287,14 @@ class LRUCurve:
             seen += 1
         looked = min(seen, limit)
         old = list(map(last.__getitem__, keys[:looked]))
-        runs = _runs(old)
+        if looked and old[-1] == old[0] - looked + 1:
+            # NOTE: times fall strictly along a prefix (a parent is freed after its child in
+            # every request holding both), so equal ends mean one run: the common case
+            runs = [(0, looked)]
+        else:
+            runs = _runs(old)
         depth = [st.depth(old[j]) for j, _ in runs]
-        leave = [c for c in self.active if c < nb]
+        leave = [c for c in self.active if c < nb] if self.active[0] < nb else []
         if seen > limit:  # NOTE: a cached last block gets a second copy at these sizes
             d = st.depth(last[keys[limit]])
             leave += [c for c in self.active if c > d and c >= nb]
