@@ -40,10 +40,8 @@ def executor(jobs: int, dask_scheduler: str | None):
     if dask_scheduler is None:
         yield None
         return
-    try:
-        from kvlab.traffic.parallel import dask_client
-    except ImportError:  # pragma: no cover - kvlab.traffic.parallel imports no Dask itself
-        raise
+    from kvlab.traffic.parallel import dask_client
+
     try:
         client = dask_client(dask_scheduler, jobs)
     except ImportError:

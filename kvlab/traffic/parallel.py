@@ -27,9 +27,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["TASK_KINDS", "run_tasks"]
+__all__ = ["TASK_KINDS", "dask_client", "run_task", "run_tasks"]
 
-TASK_KINDS = ("infinite", "curve", "radix", "belady", "timed", "model", "fleet")
+TASK_KINDS = ("infinite", "curve", "radix", "belady", "timed", "policy", "model", "fleet")
 """What a task tuple's first element may name."""
 
 _SHARED: dict[str, Any] = {}  # NOTE: trace token -> requests, in this process

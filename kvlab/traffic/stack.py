@@ -187,6 +187,7 @@ class _Stack:
             k = key_at[t]
             if k != -1 and last.get(k) == t:
                 new_last[k] = new_t
+        # NOTE: fresh arrays (no time moved yet) for the kept items, renumbered 0 ...
         self.__init__(max(room + len(new_keys), 2 * len(new_keys), MIN_TIMES))
         self.key_at, self.last = new_keys, new_last
         return dropped
