@@ -4,7 +4,9 @@ No file beside it and no network: the curve is inline SVG (matplotlib), the styl
 language switch are inline. What it shows, in both languages (a button switches; without
 JavaScript the English part shows):
 
-* the hit-rate curve (``plot.hit_rate_figure``) and the table of every row;
+* the hit-rate curve (``plot.hit_rate_figure``, its labels in the section's language and kept
+  as SVG text, so the browser draws the Chinese ones with its own fonts) and the table of
+  every row;
 * where Belady ran: the split of the infinite cache's hits at each capacity into hits lost to
   capacity (infinite - belady) and hits lost to LRU (belady - vllm);
 * a model sized in bytes: the blocks each budget buys;
@@ -18,11 +20,17 @@ Examples:
     ...          "hit_rate": 0.5, "hit_tokens": 1, "prompt_tokens": 2}]
     >>> "<svg" in report_html([], rows, [], title="t", block_size=512)
     False
+    >>> page = report_html([], rows, [], title={"en": "trace", "zh": "轨迹"}, block_size=512)
+    >>> "<h1>trace</h1>" in page and "<h1>轨迹</h1>" in page
+    True
 """
 
 from __future__ import annotations
 
 import html
+import re
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +43,8 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 text-align:right}th{background:#f4f4f4}td:first-child{text-align:left}pre{background:#f7f7f7;
 padding:.6em;overflow:auto;font-size:.85em}body.zh .en,body:not(.zh) .zh{display:none}
 nav button{margin-right:.5em}"""
-_SWITCH = """function lang(l){document.body.classList.toggle('zh',l==='zh')}"""
+_SWITCH = """function kvlabLang(l){document.body.classList.toggle('zh',l==='zh')}"""
+# NOTE: not "lang": inside an onclick attribute that name is the button's own lang property
 
 
 def _table(head: list[str], body: list[list[Any]]) -> str:
@@ -43,6 +52,15 @@ def _table(head: list[str], body: list[list[Any]]) -> str:
     trs = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
                   for row in body)  # fmt: skip
     return f"<table><tr>{th}</tr>{trs}</table>"
+
+
+def _cell(row: dict, col: str) -> str:
+    """One cell of the table of every row: no capacity is ∞, an uncounted eviction empty."""
+    if col == "cache":
+        return row["cache"]
+    if col == "evicted_blocks" and row.get(col) is None:
+        return ""  # NOTE: libCacheSim's policies do not count their evictions
+    return _num(row.get(col))
 
 
 def _num(v: Any) -> str:
@@ -60,8 +78,7 @@ def _section(rows: list[dict], fleet: list[dict], prefixes: list, misses: list,
         out.append("<h2>" + _("hit rate at each capacity") + "</h2>")
         out.append(_table([_("cache"), _("block size"), _("capacity (tokens)"), _("hit rate"),
                            _("hit tokens"), _("evicted blocks"), _("rejected")],
-                          [[_num(r.get(c)) if c != "cache" else r[c] for c in cols]
-                           for r in rows]))  # fmt: skip
+                          [[_cell(r, c) for c in cols] for r in rows]))
         split = [r for r in rows if r["cache"] == "vllm" and "hits_lost_to_lru" in r]
         if split:
             out.append("<h2>" + _("where the hits went") + "</h2><p>" + _(SPLIT_TEXT) + "</p>")
@@ -134,16 +151,46 @@ def _misses(reqs: list, rows: list[dict], block_size: int, limit: int = 2) -> li
     return out
 
 
-def report_html(reqs: list, rows: list[dict], fleet: list[dict], *, title: str,
-                block_size: int) -> str:  # fmt: skip
-    """The page (see the module docstring) as a string."""
-    svg = ""
-    if any(r["cache"] != "infinite" for r in rows):
-        from kvlab.charts import figure_svg
-        from kvlab.traffic.plot import hit_rate_figure
+def _curve_svg(rows: list[dict], lang: str) -> str:
+    """The hit-rate curve with ``lang``'s labels, as inline SVG whose ids start with ``lang``
+    (no title: the page's heading is right above it).
 
-        svg = figure_svg(hit_rate_figure(rows, title=title))
-        svg = svg[svg.index("<svg") :]  # NOTE: inline: no XML prologue
+    Text stays text (``svg.fonttype: none``): the reader's browser draws it, Chinese included,
+    and the page stays small. matplotlib only measures the labels, with a CJK font where one is
+    installed (``plot.hit_rate_figure``); without one a missing glyph merely shifts a label by
+    a little, so its warning is silenced here.
+    """
+    from matplotlib import rc_context
+
+    from kvlab.charts import figure_svg
+    from kvlab.traffic.plot import hit_rate_figure
+
+    with rc_context({"svg.fonttype": "none"}), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
+        svg = figure_svg(hit_rate_figure(rows, lang=lang))
+    svg = svg[svg.index("<svg") :]  # NOTE: inline: no XML prologue
+    # NOTE: both languages' curves sit in one page: their ids (clip paths, markers) must differ
+    svg = re.sub(r'\bid="([^"]+)"', rf'id="{lang}-\1"', svg)
+    return re.sub(r'(url\(#|href="#)([^")]+)', rf"\1{lang}-\2", svg)
+
+
+def report_html(reqs: list, rows: list[dict], fleet: list[dict], *,
+                title: str | Mapping[str, str], block_size: int) -> str:  # fmt: skip
+    """The page (see the module docstring) as a string.
+
+    Args:
+        reqs: The requests replayed (TrafficRequest), for the top prefixes and the misses
+            explained; [] leaves those sections out.
+        rows: ``kvlab whatif`` result rows (``sweep_rows``).
+        fleet: Fleet rows (``sweep_rows`` of ``sweep_fleet``), or [].
+        title: The page's title, one string for both languages or {"en": ..., "zh": ...}.
+        block_size: The block size (tokens) of the prefixes and misses shown.
+
+    Raises:
+        KeyError: If ``title`` is a mapping without "en" or "zh".
+    """
+    titles = {lang: title if isinstance(title, str) else title[lang] for lang in ("en", "zh")}
+    curve = any(r["cache"] != "infinite" for r in rows)
     prefixes: list = []
     if reqs:
         from kvlab.traffic.blocks import prepare_blocks
@@ -151,17 +198,20 @@ def report_html(reqs: list, rows: list[dict], fleet: list[dict], *, title: str,
 
         prefixes = top_prefixes(prepare_blocks(reqs, block_size), 5)
     misses = _misses(reqs, rows, block_size)
-    parts = [f'<div class="{lang}" lang="{lang}">{_section(rows, fleet, prefixes, misses, lang)}'
-             "</div>" for lang in ("en", "zh")]  # fmt: skip
-    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(title)}'
-            f"</title><style>{_STYLE}</style><script>{_SWITCH}</script></head><body>"
-            '<nav><button onclick="lang(\'en\')">English</button>'
-            '<button onclick="lang(\'zh\')">中文</button></nav>'
-            f"<h1>{html.escape(title)}</h1>{svg}{''.join(parts)}</body></html>\n")
+    parts = [f'<div class="{lang}" lang="{lang}"><h1>{html.escape(titles[lang])}</h1>'
+             f"{_curve_svg(rows, lang) if curve else ''}"
+             f"{_section(rows, fleet, prefixes, misses, lang)}</div>"
+             for lang in ("en", "zh")]  # fmt: skip
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>'
+            f"{html.escape(titles['en'])}</title><style>{_STYLE}</style><script>{_SWITCH}"
+            "</script></head><body>"
+            '<nav><button onclick="kvlabLang(\'en\')">English</button>'
+            '<button onclick="kvlabLang(\'zh\')">中文</button></nav>'
+            f"{''.join(parts)}</body></html>\n")
 
 
 def write_report(path: str | Path, reqs: list, rows: list[dict], fleet: list[dict], *,
-                 title: str, block_size: int) -> None:  # fmt: skip
+                 title: str | Mapping[str, str], block_size: int) -> None:  # fmt: skip
     """Write ``report_html`` to ``path`` atomically (the user's normal file mode)."""
     from kvlab.trace.atomic_file import atomic_write
 
