@@ -37,6 +37,7 @@ from typing import Any
 import click
 
 from kvlab.cli_checks import CACHES_HELP, parse_cache_names
+from kvlab.i18n import N_, _, language, use_language
 from kvlab.whatif_runs import (
     executor,
     fleet_rows,
@@ -44,8 +45,8 @@ from kvlab.whatif_runs import (
     parse_sizes,
     print_fleet,
     print_models,
+    print_table,
 )
-from kvlab.i18n import N_, _
 
 __all__ = ["whatif"]
 
@@ -146,7 +147,6 @@ def _check_images(svg: Path | None, png: Path | None) -> None:
 
 
 def _print_table(title: str, rows: list[dict]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
@@ -163,7 +163,7 @@ def _print_table(title: str, rows: list[dict]) -> None:
             table.add_column(_(col), justify="left", no_wrap=True,
                              min_width=max((len(r["cache"]) for r in rows), default=5))
         else:
-            table.add_column(_(col), justify="right")
+            table.add_column(_(col), justify="right", overflow="fold")
     for r in rows:
         cap = "∞" if r["capacity_tokens"] is None else f"{r['capacity_tokens']:,}"
         extra: tuple = ()
@@ -173,10 +173,11 @@ def _print_table(title: str, rows: list[dict]) -> None:
         if split:
             extra += tuple(f"{r[k]:,}" if k in r else "" for k in ("hits_lost_to_capacity",
                                                                      "hits_lost_to_lru"))
+        evicted = r["evicted_blocks"]  # NOTE: None: not counted (libCacheSim's policies)
         table.add_row(r["cache"], str(r["block_size"]), cap, f"{r['hit_rate']:.3f}",
-                      f"{r['hit_tokens']:,}", f"{r['evicted_blocks']:,}",
+                      f"{r['hit_tokens']:,}", "" if evicted is None else f"{evicted:,}",
                       f"{r['rejected']:,}", *extra)  # fmt: skip
-    Console(highlight=False).print(table)
+    print_table(table)
 
 
 def _write_outputs(rows: list[dict], title: str, json_out: Path | None, svg: Path | None,
@@ -381,9 +382,12 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, 
                                  f"0..{len(reqs) - 1}", param_hint="--explain")  # fmt: skip
     progress = False if no_progress else None
     bs_text = ", ".join(str(bs) for bs in sizes)
-    title = f"{trace.name}: {len(reqs):,} requests, block size {bs_text}"
-    heading = _("{trace}: {requests} requests, block size {block_sizes}").format(
-        trace=trace.name, requests=f"{len(reqs):,}", block_sizes=bs_text)
+    titles = {}
+    for lang in ("en", "zh"):  # NOTE: the report has both; the images and JSON stay English
+        with use_language(lang):
+            titles[lang] = _("{trace}: {requests} requests, block size {block_sizes}").format(
+                trace=trace.name, requests=f"{len(reqs):,}", block_sizes=bs_text)
+    title, heading = titles["en"], titles[language()]
     with executor(jobs, dask_scheduler) as client:
         if cfg is not None:
             given = click.get_current_context().get_parameter_source("block_size")
@@ -411,7 +415,7 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, 
     if html_out is not None:
         from kvlab.traffic.report import write_report
 
-        write_report(html_out, reqs, rows, fleet, title=title, block_size=sizes[0])
+        write_report(html_out, reqs, rows, fleet, title=titles, block_size=sizes[0])
         click.echo(_("wrote the report (HTML) to {path}").format(path=html_out))
 
 

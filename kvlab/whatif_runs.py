@@ -8,6 +8,8 @@ Called by ``kvlab.whatif_cli.whatif`` after its flags are checked:
 * ``--replicas N --routing ...``: ``fleet_rows`` (``sweep_fleet``); the table shows each
   routing's hit rate, load imbalance and the hits lost to routing.
 * ``--jobs`` / ``--dask-scheduler``: ``executor`` (local processes or a Dask client).
+
+``print_table`` prints every table of the command whole: numbers are never cut short.
 """
 
 from __future__ import annotations
@@ -19,7 +21,27 @@ import click
 
 from kvlab.i18n import N_, _
 
-__all__ = ["executor", "fleet_rows", "model_rows", "parse_sizes", "print_fleet", "print_models"]
+__all__ = ["executor", "fleet_rows", "model_rows", "parse_sizes", "print_fleet", "print_models",
+           "print_table"]  # fmt: skip
+
+
+def print_table(table: Any) -> None:
+    """Print a rich Table with no number cut short.
+
+    Into a file or a pipe the table keeps its natural width (rich would squeeze it to 80
+    columns and cut numbers to "1,000,0…"); on a terminal it gets the terminal's width, and a
+    number that does not fit its column folds onto the next line (the columns are made with
+    ``overflow="fold"``).
+    """
+    import io
+
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if not console.is_terminal:  # NOTE: measured on a console wide enough not to clamp it
+        natural = Console(width=10_000, file=io.StringIO()).measure(table).maximum
+        console = Console(highlight=False, width=max(console.width, natural))
+    console.print(table)
 
 
 def parse_sizes(text: str | None, option: str) -> list[int]:
@@ -97,7 +119,6 @@ def fleet_rows(reqs: list, replicas: int, routings: list[str], caps: list[int], 
 
 def print_models(title: str, rows: list[dict]) -> None:
     """The model table: budget, blocks, block size, groups, hit rate."""
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
@@ -108,7 +129,7 @@ def print_models(title: str, rows: list[dict]) -> None:
             table.add_column(_(col), justify="left", no_wrap=True,
                              min_width=max(len(str(r.get("model", ""))) for r in rows))
         else:
-            table.add_column(_(col), justify="right")
+            table.add_column(_(col), justify="right", overflow="fold")
     for r in rows:
         if r["cache"] == "infinite":
             table.add_row(_("infinite cache"), "∞", "∞", str(r["block_size"]), "",
@@ -118,12 +139,11 @@ def print_models(title: str, rows: list[dict]) -> None:
                       f"{r['num_gpu_blocks']:,}", str(r["block_size"]),
                       str(r["kv_cache_groups"]), f"{r['hit_rate']:.3f}", f"{r['hit_tokens']:,}",
                       f"{r['evicted_blocks']:,}", f"{r['rejected']:,}")  # fmt: skip
-    Console(highlight=False).print(table)
+    print_table(table)
 
 
 def print_fleet(title: str, rows: list[dict]) -> None:
     """The fleet table: routing, capacity per replica, hit rate, balance, lost to routing."""
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
@@ -131,10 +151,14 @@ def print_fleet(title: str, rows: list[dict]) -> None:
             N_("one pool of all replicas"), N_("hits lost to routing"),
             N_("busiest / mean load"))  # fmt: skip
     for col in cols:
-        table.add_column(_(col), justify="left" if col == "routing" else "right")
+        if col == "routing":  # NOTE: whole routing names (least-loaded) even at 80 columns
+            table.add_column(_(col), justify="left", no_wrap=True,
+                             min_width=max(len(r["routing"]) for r in rows))
+        else:
+            table.add_column(_(col), justify="right", overflow="fold")
     for r in rows:
         pooled = r["pooled_hit_tokens"] / r["prompt_tokens"] if r["prompt_tokens"] else 0.0
         table.add_row(r["routing"], str(r["replicas"]), f"{r['capacity_tokens']:,}",
                       f"{r['hit_rate']:.3f}", f"{pooled:.3f}",
                       f"{r['hits_lost_to_routing']:,}", f"{r['load_imbalance']:.2f}")  # fmt: skip
-    Console(highlight=False).print(table)
+    print_table(table)

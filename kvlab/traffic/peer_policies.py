@@ -57,7 +57,9 @@ def replay_policy(blocked: BlockedTraffic, policy: str, capacity_tokens: int,
         max_model_len: Prompts longer than this (tokens) are refused (None = no limit).
 
     Returns:
-        A ReplayResult whose ``cache`` is ``policy`` (evicted_blocks: not reported, 0).
+        A ReplayResult whose ``cache`` is ``policy``; its evicted_blocks is None (not
+        counted: libCacheSim's composite policies such as S3-FIFO do not report their
+        objects).
 
     Raises:
         ValueError: Unknown policy or a capacity below one block.
@@ -76,7 +78,7 @@ def replay_policy(blocked: BlockedTraffic, policy: str, capacity_tokens: int,
     num_blocks = capacity_tokens // bs
     cache = _make(lcs, POLICIES[policy], num_blocks)
     request = lcs.Request
-    res = ReplayResult(policy, capacity_tokens, bs, "sequence")
+    res = ReplayResult(policy, capacity_tokens, bs, "sequence", evicted_blocks=None)
     res.prompt_tokens = blocked.num_prompt_tokens
     tail = -1  # NOTE: partial last blocks: negative ids, one per request, never asked again
     for keys, req in zip(blocked.keys, blocked.requests, strict=True):

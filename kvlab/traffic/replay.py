@@ -54,7 +54,8 @@ class ReplayResult:
         clock: "sequence" or "timed".
         prompt_tokens: Prompt tokens of every request (tokens).
         hit_tokens: Prompt tokens served from the prefix cache (tokens).
-        evicted_blocks: Cached blocks evicted (blocks; radix: evicted tokens / block_size).
+        evicted_blocks: Cached blocks evicted (blocks; radix: evicted tokens / block_size);
+            None where it is not counted (libCacheSim's policies).
         preemptions: Requests preempted (0 on the sequence clock).
         rejected: Requests that never fit in the pool.
         per_request_hit_tokens: Hit of each request's first admission (tokens), trace order.
@@ -70,7 +71,7 @@ class ReplayResult:
     clock: str
     prompt_tokens: int = 0
     hit_tokens: int = 0
-    evicted_blocks: int = 0
+    evicted_blocks: int | None = 0
     preemptions: int = 0
     rejected: int = 0
     per_request_hit_tokens: list[int] = field(default_factory=list, repr=False)

@@ -117,5 +117,25 @@ def test_libcachesim_policies_beside_vllm(tmp_path):
     # S3-FIFO admits new blocks to a small FIFO (here one block of the eight): a request's own
     # blocks push each other out of it before any is asked for twice.
     assert rows[("s3fifo", 4096)] == 0
+    # NOTE: libCacheSim does not count evictions: null in the JSON, an empty cell in the table
+    assert {r["evicted_blocks"] for r in got["results"] if r["cache"] in ("lru", "s3fifo")} == {
+        None}
+    assert re.search(r"│ s3fifo +│ +512 │ +4,096 │ +0\.000 │ +0 │ +│ +0 │", res.output)
     res, _ = _run(tmp_path, "--capacity-tokens", "1024", "--policies", "belady2")
     assert res.exit_code == 2 and "unknown policy 'belady2'; allowed: fifo, lru" in res.output
+
+
+def test_tables_print_every_number_whole_into_a_pipe(tmp_path):
+    # NOTE: rich squeezes a table to 80 columns off a terminal and cut these to "1,000,0…"
+    res, got = _run(tmp_path, "--capacity-tokens", "1e9", "--caches", "vllm,belady",
+                    "--replicas", "2", "--routing", "least-loaded")
+    assert res.exit_code == 0, res.output
+    assert "…" not in res.output
+    lines = [ln for ln in res.output.splitlines() if "1,000,000,000" in ln]
+    assert [ln.split("│")[1].strip() for ln in lines] == ["vllm", "belady", "least-loaded"]
+    assert "lost to capacity" in res.output and "capacity per replica (tokens)" in res.output
+    res, _ = _run(tmp_path, "--model-config", "deepseek-v2-lite", "--kv-cache-memory", "1GiB",
+                  "--max-model-len", "4096")
+    assert res.exit_code == 0 and "…" not in res.output, res.output
+    # 1 GiB / (27 layers x 576 (MLA's latent + rope) x 2 B x 64 tokens) = 539 blocks of 64
+    assert re.search(r"│ deepseek-v2-lite +│ +1\.00 │ +539 │ +64 │ +1 │ +0\.\d{3} │", res.output)
