@@ -47,7 +47,8 @@ def random_mooncake_lines(rng: random.Random, num_requests: int = 40) -> list[st
         if docs and rng.random() < 0.7:
             doc = rng.choice(docs)
             base = doc[: rng.randint(1, len(doc))]
-        ids = base + [new_id() for _ in range(rng.randint(0 if base else 1, rng.choice([2, 4, 12])))]
+        num_new = rng.randint(0 if base else 1, rng.choice([2, 4, 12]))
+        ids = base + [new_id() for _ in range(num_new)]
         docs.append(ids)
         if rng.random() < 0.5:
             full, n_in = ids, 512 * len(ids)

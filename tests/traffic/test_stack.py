@@ -91,7 +91,8 @@ def test_nano_cache_takes_the_same_block_ids_as_nano_vllm(seed):
 @pytest.mark.parametrize("seed", range(6))
 def test_one_pass_equals_replay_at_every_capacity(seed):
     rng = random.Random(seed)
-    b = prepare_blocks(read_mooncake_lines(random_mooncake_lines(rng, 40)), rng.choice([16, 64, 512]))
+    b = prepare_blocks(read_mooncake_lines(random_mooncake_lines(rng, 40)),
+                       rng.choice([16, 64, 512]))
     bs = b.block_size
     caps = sorted({rng.randint(1, 80) * bs for _ in range(5)} | {bs, 10**6})
     for cache, cap_hit in (("vllm", True), ("nano", False)):
