@@ -110,7 +110,7 @@ def test_fast_keys_equal_hashed_keys():
         memo, intern, keys = {}, {}, []
         ensure_none_hash()
         for r in reqs:
-            from kvlab.core.hashing import sha256
+            from kvlab.core import sha256
 
             hashes = _hash_ids_blocks(r, bs, memo, sha256)
             keys.append([intern.setdefault(h, len(intern)) for h in hashes])
