@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import random
 import resource
 import subprocess
@@ -229,8 +231,8 @@ def main() -> None:
     ap.add_argument("--only", default="exactness,peers,speed,scale")
     args = ap.parse_args()
     parts = args.only.split(",")
-    print(f"Machine: {json.dumps(sys.version.split()[0])} on a shared 2-core x86-64; CPU "
-          "seconds (time.process_time).\n")
+    print(f"Machine: {platform.machine()} ({os.cpu_count()} CPUs, shared), Python "
+          f"{platform.python_version()}; CPU seconds (time.process_time).\n")
     if "exactness" in parts:
         exactness(args.random)
     if "peers" in parts:
