@@ -21,7 +21,6 @@ wall time: the machine is shared. Prints Markdown (benchmarks/results/traffic.md
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
