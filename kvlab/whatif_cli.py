@@ -27,7 +27,8 @@ from typing import Any
 
 import click
 
-from kvlab.cli_checks import CACHES_HELP, parse_cache_names
+from kvlab.cli_checks import parse_cache_names
+from kvlab.cli_i18n import KvlabCommand
 from kvlab.i18n import N_, _
 
 __all__ = ["whatif"]
@@ -44,8 +45,8 @@ def _capacities(text: str, block_size: int) -> list[int]:
         try:
             value = float(part)
         except ValueError:
-            raise click.BadParameter(f"{part!r} is not a number of tokens",
-                                     param_hint="--capacity-tokens") from None  # fmt: skip
+            raise click.BadParameter(_("{value} is not a number of tokens").format(
+                value=repr(part)), param_hint="--capacity-tokens") from None
         try:
             out.append(check_capacity(int(value) if value.is_integer() else value, block_size))
         except ValueError as exc:
@@ -56,9 +57,10 @@ def _capacities(text: str, block_size: int) -> list[int]:
 def _check_block_size(fmt: str, block_size: int) -> None:
     """Mooncake hash ids cover 512 tokens: the block size must divide 512 (others: >= 1)."""
     if block_size < 1 or (fmt == "mooncake" and 512 % block_size):
-        allowed = "the divisors of 512" if fmt == "mooncake" else "an int >= 1"
-        raise click.BadParameter(f"{block_size} is not allowed for --format {fmt}; allowed: "
-                                 f"{allowed}", param_hint="--block-size")  # fmt: skip
+        allowed = _("the divisors of 512") if fmt == "mooncake" else _("an int >= 1")
+        raise click.BadParameter(_("{block_size} is not allowed for --format {format}; allowed: "
+                                   "{allowed}").format(block_size=block_size, format=fmt,
+                                                       allowed=allowed), param_hint="--block-size")
 
 
 def _load_requests(trace: Path, fmt: str, limit: int | None) -> list:
@@ -86,8 +88,8 @@ def _block_sizes(text: str, fmt: str) -> list[int]:
         try:
             out.append(int(part))
         except ValueError:
-            raise click.BadParameter(f"{part!r} is not a whole number of tokens",
-                                     param_hint="--block-size") from None  # fmt: skip
+            raise click.BadParameter(_("{value} is not a whole number of tokens").format(
+                value=repr(part)), param_hint="--block-size") from None
         _check_block_size(fmt, out[-1])
     return out
 
@@ -104,8 +106,9 @@ def _check_images(svg: Path | None, png: Path | None) -> None:
         except ImportError:
             from kvlab.cli_hints import install_hint
 
-            raise click.UsageError("--svg / --png need matplotlib (the viz extra), which is not "
-                                   f"installed: {install_hint('viz')}") from None  # fmt: skip
+            raise click.UsageError(_("--svg / --png need matplotlib (the viz extra), which is "
+                                     "not installed: {hint}").format(hint=install_hint("viz"))
+                                   ) from None
 
 
 def _print_table(title: str, rows: list[dict]) -> None:
@@ -164,11 +167,11 @@ def _check_trace_at(trace_at: float | None, explain_index: int | None, save: Pat
     wants = explain_index is not None or save is not None
     if trace_at is None:
         if wants:
-            raise click.UsageError("--explain and --save need --trace-at CAPACITY (tokens): the "
-                                   "capacity of the vLLM run they record")  # fmt: skip
+            raise click.UsageError(_("--explain and --save need --trace-at CAPACITY (tokens): "
+                                     "the capacity of the vLLM run they record"))
         return None
     if not wants:
-        raise click.UsageError("--trace-at needs --explain REQ_INDEX and/or --save FILE")
+        raise click.UsageError(_("--trace-at needs --explain REQ_INDEX and/or --save FILE"))
     check_output_file(save, "--save")
     try:
         return check_capacity(int(trace_at) if trace_at.is_integer() else trace_at, block_size)
@@ -226,67 +229,70 @@ def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
     console.print(table)
 
 
-@click.command(short_help="Hit rate of a real trace at each cache capacity.")
+@click.command(cls=KvlabCommand, short_help=N_("Hit rate of a real trace at each cache capacity."),
+               help=N_("Hit rate of TRACE at each capacity, per cache (and the infinite-cache "
+                       "maximum)."))
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", default="mooncake", show_default=True,
-              help=f"Trace format: {', '.join(_FORMATS)}.")
-@click.option("--capacity-tokens", required=True, help="Comma-separated pool sizes (tokens).")
+              help=N_("Trace format: mooncake, jsonl, kvtrace, kvevents."))
+@click.option("--capacity-tokens", required=True, help=N_("Comma-separated pool sizes (tokens)."))
 @click.option("--block-size", default="512", show_default=True,
-              help="kvlab block size(s), comma-separated (tokens).")
+              help=N_("kvlab block size(s), comma-separated (tokens)."))
 @click.option("--caches", default="vllm", show_default=True,
-              help=f"Comma-separated, of {CACHES_HELP}.")
+              help=N_("Comma-separated, of vllm, nano-vllm (alias: nano), radix."))
 @click.option("--clock", default="sequence", show_default=True,
-              help="Replay clock: sequence, or timed (vllm only; kvlab.traffic.timed).")
+              help=N_("Replay clock: sequence, or timed (vllm only; kvlab.traffic.timed)."))
 @click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="Only the first N requests.")
+              help=N_("Only the first N requests."))
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write the results here.")
+              default=None, help=N_("Write the results here."))
 @click.option("--svg", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the hit-rate-vs-capacity curve here (SVG).")
+              help=N_("Write the hit-rate-vs-capacity curve here (SVG)."))
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the hit-rate-vs-capacity curve here (PNG).")
+              help=N_("Write the hit-rate-vs-capacity curve here (PNG)."))
 @click.option("--top-prefixes", type=click.IntRange(min=1), default=None, metavar="K",
-              help="Also list the K most reused prefixes (first block size).")
+              help=N_("Also list the K most reused prefixes (first block size)."))
 @click.option("--trace-at", type=float, default=None, metavar="CAPACITY",
-              help="Capacity (tokens) of the vLLM run (sequence clock, first block size) "
-              "that --explain and --save record.")
+              help=N_("Capacity (tokens) of the vLLM run (sequence clock, first block size) "
+                      "that --explain and --save record."))
 @click.option("--explain", "explain_index", type=click.IntRange(min=0), default=None,
-              metavar="REQ_INDEX", help="Why request REQ_INDEX (0-based) hit what it hit, "
-              "in vLLM at --trace-at.")
+              metavar="REQ_INDEX", help=N_("Why request REQ_INDEX (0-based) hit what it hit, "
+                                           "in vLLM at --trace-at."))
 @click.option("--save", "save_trace_to", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Save the vLLM run at --trace-at as a kvlab trace (.kvtrace) "
-              "for kvlab trace show and the TracePlayer.")
+              default=None, help=N_("Save the vLLM run at --trace-at as a kvlab trace (.kvtrace) "
+                                    "for kvlab trace show and the TracePlayer."))
 @click.option("--no-progress", is_flag=True,
-              help="No progress bars (they show only when stderr is a terminal anyway).")
+              help=N_("No progress bars (they show only when stderr is a terminal anyway)."))
 def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches: str,
            clock: str, limit: int | None, json_out: Path | None, svg: Path | None,
            png: Path | None, top_prefixes: int | None, trace_at: float | None,
            explain_index: int | None, save_trace_to: Path | None,
            no_progress: bool) -> None:  # fmt: skip
-    """Hit rate of TRACE at each capacity, per cache (and the infinite-cache maximum)."""
+    """``kvlab whatif`` (its help is the decorator's)."""
     from kvlab.traffic import sweep, sweep_rows
 
     if fmt not in _FORMATS:
-        raise click.BadParameter(f"unknown format {fmt!r}; allowed: {', '.join(_FORMATS)}",
-                                 param_hint="--format")  # fmt: skip
+        raise click.BadParameter(_("unknown format {name}; allowed: {allowed}").format(
+            name=repr(fmt), allowed=", ".join(_FORMATS)), param_hint="--format")
     if clock not in ("sequence", "timed"):
-        raise click.BadParameter(f"unknown clock {clock!r}; allowed: sequence, timed",
-                                 param_hint="--clock")  # fmt: skip
+        raise click.BadParameter(_("unknown clock {name}; allowed: sequence, timed").format(
+            name=repr(clock)), param_hint="--clock")
     names = parse_cache_names([c for c in caches.split(",") if c.strip()], "--caches")
     if clock == "timed" and names != ["vllm"]:
-        raise click.BadParameter(f"only vllm supports the timed clock, got {caches!r}",
-                                 param_hint="--caches")  # fmt: skip
+        raise click.BadParameter(_("only vllm supports the timed clock, got {caches}").format(
+            caches=repr(caches)), param_hint="--caches")
     sizes = _block_sizes(block_size, fmt)
     caps = _capacities(capacity_tokens, max(sizes))  # NOTE: >= one block of every size
     if json_out is not None and not (json_out.parent or Path(".")).resolve().is_dir():
-        raise click.BadParameter(f"folder {json_out.parent} does not exist",
-                                 param_hint="--json")  # fmt: skip
+        raise click.BadParameter(_("folder {folder} does not exist").format(
+            folder=json_out.parent), param_hint="--json")
     _check_images(svg, png)
     trace_cap = _check_trace_at(trace_at, explain_index, save_trace_to, sizes[0])
     reqs = _load_requests(trace, fmt, limit)
     if explain_index is not None and explain_index >= len(reqs):
-        raise click.BadParameter(f"request {explain_index} is outside the trace; allowed: "
-                                 f"0..{len(reqs) - 1}", param_hint="--explain")  # fmt: skip
+        raise click.BadParameter(_("request {index} is outside the trace; allowed: 0..{last}"
+                                   ).format(index=explain_index, last=len(reqs) - 1),
+                                 param_hint="--explain")
     try:
         results = sweep(reqs, [_LIBRARY_NAME.get(n, n) for n in names], caps, sizes,
                         progress=False if no_progress else None, clock=clock)
@@ -297,9 +303,9 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
     for row in rows:  # NOTE: one name for each cache in every output (table, JSON, plot)
         row["cache"] = canonical.get(row["cache"], row["cache"])
     bs_text = ", ".join(str(bs) for bs in sizes)
-    title = f"{trace.name}: {len(reqs):,} requests, block size {bs_text}"
-    _print_table(_("{trace}: {requests} requests, block size {block_sizes}").format(
-        trace=trace.name, requests=f"{len(reqs):,}", block_sizes=bs_text), rows)
+    title = _("{trace}: {requests} requests, block size {block_sizes}").format(
+        trace=trace.name, requests=f"{len(reqs):,}", block_sizes=bs_text)
+    _print_table(title, rows)
     progress = False if no_progress else None
     _insights(reqs, sizes[0], top_prefixes, trace_cap, explain_index, save_trace_to, progress)
     _write_outputs(rows, title, json_out, svg, png)

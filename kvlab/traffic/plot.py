@@ -32,7 +32,9 @@ from kvlab.charts import (
     freeze_layout,
     require_matplotlib,
     save_figure,
+    text_fonts,
 )
+from kvlab.i18n import _
 
 __all__ = ["IMAGE_FORMATS", "hit_rate_figure", "save_figure"]
 
@@ -88,16 +90,20 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
         ax.plot(line.pop("xs"), line.pop("ys"), **line)
     for bs in sorted(best):
         ax.axhline(best[bs], linestyle=style[bs], color="0.35", linewidth=1,
-                   label=f"infinite cache, block size {bs}")  # fmt: skip
+                   label=_("infinite cache, block size {block_size}").format(block_size=bs))
     ax.set_xscale("log")
     top = max([y for pts in lines.values() for _, y in pts] + list(best.values()))
     ax.set_ylim(0, min(1.0, max(top * 1.15, 0.01)))  # NOTE: low real hit rates stay readable
-    ax.set_xlabel("cache capacity (tokens, log scale)")
-    ax.set_ylabel("hit rate (hit tokens / prompt tokens)")
+    ax.set_xlabel(_("cache capacity (tokens, log scale)"))
+    ax.set_ylabel(_("hit rate (hit tokens / prompt tokens)"))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small", loc="best")
+    legend = ax.legend(fontsize="small", loc="best")
     if title:
         ax.set_title(title)
+    for text in [ax.xaxis.label, ax.yaxis.label, ax.title, *legend.get_texts()]:
+        fonts = text_fonts(text.get_text())  # NOTE: Chinese labels need a CJK font
+        if fonts is not None:
+            text.set_fontfamily(fonts)
     freeze_layout(fig)  # NOTE: the same SVG bytes at every save
     return fig
 
@@ -113,9 +119,10 @@ def _line_styles(lines: dict[tuple[str, int], list[tuple[int, float]]],
         xs, ys = zip(*sorted(points), strict=True)
         key = (xs, tuple(round(y, 9) for y in ys))
         same = first.setdefault(key, [])
-        label = f"{name}, block size {bs}"
+        label = _("{cache}, block size {block_size}").format(cache=name, block_size=bs)
         if same:
-            label += f" (identical to {out[same[0]]['label']})"
+            label = _("{label} (identical to {other})").format(label=label,
+                                                              other=out[same[0]]["label"])
         same.append(i)
         out.append({"xs": xs, "ys": ys, "linestyle": style[bs], "label": label, "marker": "o",
                     "color": _COLORS.get(name, "tab:purple")})  # fmt: skip

@@ -154,6 +154,6 @@ def test_generate_in_chinese_shows_the_block_table(tmp_path: Path) -> None:
     out = CliRunner().invoke(main, ["generate", "法国的首都是", "--no-chat", "--max-tokens", "2",
                                     "--lang", "zh"], terminal_width=120, env=_NO_LOCALE)  # fmt: skip
     assert out.exit_code == 0, out.output
-    assert "req-0 的块表（" in out.output and "block_size 16" in out.output
+    assert "req-0 的块列表（" in out.output and "block_size 16" in out.output
     assert "逻辑块 i 存放 token" in out.output and "空闲、无内容" in out.output
     assert _zh.english_left(out.output.split("·", 1)[1]) == []  # past the model's own text

@@ -119,7 +119,7 @@ def test_the_glossary_has_every_term_of_the_issue() -> None:
     rows = {r.term: r for r in glossary("zh")}
     assert len(rows) == len(TERMS)
     expected = {"block": "块", "reference count": "引用计数", "free queue": "空闲队列",
-                "prefix caching": "前缀缓存", "eviction": "驱逐", "null block": "空块",
+                "prefix caching": "前缀缓存", "eviction": "驱逐", "null block": "占位块",
                 "slot mapping": "槽位映射", "fixed point": "不动点", "preemption": "抢占"}  # fmt: skip
     assert {t: rows[t].translation for t in expected} == expected
     assert rows["reference count"].identifier == "ref_cnt"

@@ -78,7 +78,7 @@ def test_every_view_of_a_shared_prefix_trace_in_chinese(shared: Trace, index: in
     _check_same_facts(en, zh)
     assert "空闲队列 free_block_queue" in zh and "最先驱逐" in zh
     flat = " ".join(zh.split())  # a narrow table wraps its title
-    assert "req_to_blocks 块表" in flat or "块表：没有请求持有块" in zh
+    assert "块列表（req_to_blocks）" in flat or "块列表：没有请求持有块" in zh
     assert "使用中（上标 = ref_cnt）" in zh and "空闲、已缓存：可驱逐" in zh
     assert "哈希链" in zh
 
@@ -88,7 +88,7 @@ def test_the_hybrid_fixed_point_in_chinese(hybrid: Trace, index: int) -> None:
     en, zh = _renders(hybrid, index)
     _check_same_facts(en, zh)
     assert "混合不动点" in zh and "轮次" in zh and "组 1 · SlidingWindow（窗口 8）" in zh
-    assert "空块与无主的空闲块" in zh
+    assert "占位块与无主的空闲块" in zh
 
 
 def test_a_nano_vllm_trace_in_chinese() -> None:
