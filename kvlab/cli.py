@@ -36,9 +36,9 @@ from kvlab.cli_checks import (
     known_requests,
     parse_cache_names,
 )
-from kvlab.cli_i18n import KvlabGroup
+from kvlab.cli_i18n import KvlabGroup, lang_option
 from kvlab.demo import DemoConfig
-from kvlab.i18n import N_, _, check_language, default_language, language, use_language
+from kvlab.i18n import N_, _, language
 
 __all__ = ["main"]
 
@@ -58,29 +58,7 @@ def _set_threads(threads: int | None) -> None:
     torch.set_num_threads(threads or 1)
 
 
-def _set_language(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """``--lang``: render in ``value`` until the command ends (None on the group = the
-    environment's language; None on a command = what the group chose)."""
-    if value is None:
-        if ctx.parent is not None:
-            return None
-        try:
-            value = default_language()
-        except ValueError as exc:
-            raise click.BadParameter(_("KVLAB_LANG: {problem}").format(problem=exc), ctx=ctx,
-                                     param=param) from exc
-    try:
-        lang = check_language(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
-    ctx.with_resource(use_language(lang))
-    return lang
-
-
-_lang_option = click.option(
-    "--lang", default=None, metavar="en|zh", callback=_set_language, expose_value=False,
-    is_eager=True, help=N_("Language of the output: en or zh (default: KVLAB_LANG, else the locale, "
-                           "e.g. LANG=zh_CN.UTF-8 gives zh)."))
+_lang_option = lang_option
 
 _BLOCKS = click.IntRange(2, None)       # the null block plus at least one
 _POSITIVE = click.IntRange(1, None)
@@ -341,6 +319,7 @@ def figures(out_dir: Path) -> None:
 
 # --------------------------------------------------------------------------------------- trace
 @main.group(help=N_("Read saved traces."))
+@_lang_option
 def trace() -> None:
     """``kvlab trace`` (its help is the decorator's)."""
 

@@ -39,7 +39,7 @@ from kvlab.cli_checks import ErrorWrappingGroup
 from kvlab.i18n import N_, _, check_language, default_language, ngettext, use_language
 
 __all__ = ["CLICK_MESSAGES", "KvlabCommand", "KvlabContext", "KvlabFormatter", "KvlabGroup",
-           "click_message", "lang_in_args", "show_error", "wrap"]
+           "click_message", "lang_in_args", "lang_option", "show_error", "wrap"]
 
 CLICK_MESSAGES = (
     N_("Usage:"),
@@ -85,14 +85,17 @@ _FIELD = re.compile(r"\{(\w+)\}")
 
 @cache
 def _patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
-    """(regex, msgid) for each sentence of CLICK_MESSAGES, the most literal text first (so that
-    ``{value} is not in the range {range}.`` is tried before ``{value} is not {choice}.``)."""
+    """(regex, msgid) for each sentence of CLICK_MESSAGES: those wrapping a ``{message}`` first,
+    then the most literal text first (so that ``{value} is not in the range {range}.`` is tried
+    before ``{value} is not {choice}.``)."""
     out = []
     for msgid in CLICK_MESSAGES:
         parts = _FIELD.split(msgid)  # literal, field, literal, field, ...
         regex = "".join(re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(parts))
         out.append((re.compile(regex, re.S), msgid))
-    return tuple(sorted(out, key=lambda pm: -len(_FIELD.sub("", pm[1]))))
+    # NOTE: sentences that wrap another ({message}) first, then the most literal text first
+    return tuple(sorted(out, key=lambda pm: ("{message}" not in pm[1],
+                                             -len(_FIELD.sub("", pm[1])))))
 
 
 def click_message(text: str) -> str:
@@ -123,10 +126,37 @@ def lang_in_args(args: Sequence[str]) -> str | None:
         return None
 
 
+def _set_language(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--lang``: render in ``value`` until the command ends (None on the group = the
+    environment's language; None on a command = what the group chose)."""
+    if value is None:  # NOTE: KvlabGroup.main already runs in the environment's language
+        if ctx.parent is None:
+            try:
+                default_language()
+            except ValueError as exc:
+                raise click.BadParameter(_("KVLAB_LANG: {problem}").format(problem=exc), ctx=ctx,
+                                         param=param) from exc
+        return None
+    try:
+        lang = check_language(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
+    ctx.with_resource(use_language(lang))
+    return lang
+
+
+lang_option = click.option(
+    "--lang", default=None, metavar="en|zh", callback=_set_language, expose_value=False,
+    is_eager=True, help=N_("Language of the output: en or zh (default: KVLAB_LANG, else the locale, "
+                           "e.g. LANG=zh_CN.UTF-8 gives zh)."))
+"""The ``--lang`` option of every kvlab command (the group's and each subcommand's)."""
+
+
 # ------------------------------------------------------------------------------------ wrapping
 _CJK = "\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f"
-_TOKEN = re.compile(rf"[{_CJK}]|[^\s{_CJK}]+|\s+")
+_TOKEN = re.compile(rf"\[[^\[\]\n]*\]|[{_CJK}]|[^\s{_CJK}]+|\s+")
 _NO_LINE_START = set("，。、；：？！）」』》〉”’…·")
+_NO_LINE_END = set("（「『《〈“‘")
 _HAS_CJK = re.compile(rf"[{_CJK}]")
 
 
@@ -134,8 +164,9 @@ def wrap(text: str, width: int, initial_indent: str = "", subsequent_indent: str
     """One paragraph wrapped to ``width`` display columns (a CJK character is two).
 
     A line may break between any two CJK characters and at whitespace, never inside a run of
-    Latin letters or digits, and never before closing punctuation (，。）」 ...): the character
-    before it moves down with it. A word wider than a line gets a line of its own.
+    Latin letters or digits or a ``[...]`` note, never before closing punctuation (，。）」 ...)
+    and never after opening punctuation (（「 ...): the character next to it moves down with
+    it. A word wider than a line gets a line of its own.
     """
     lines: list[list[str]] = [[initial_indent]]
     spaced = False
@@ -149,7 +180,10 @@ def wrap(text: str, width: int, initial_indent: str = "", subsequent_indent: str
         if len(line) == 1 or cell_len("".join(line) + piece) <= width:
             line.append(piece)
             continue
-        carry = [line.pop()] if tok[0] in _NO_LINE_START and len(line) > 2 else []
+        carry = []
+        while len(line) > 2 and (tok[0] in _NO_LINE_START and not carry
+                                 or line[-1].lstrip(" ")[-1:] in _NO_LINE_END):
+            carry.insert(0, line.pop())
         lines.append([subsequent_indent, *(c.lstrip(" ") for c in carry), tok])
     return ["".join(line).rstrip() for line in lines]
 
@@ -164,22 +198,29 @@ def _wrap_paragraphs(text: str, width: int, indent: str) -> str:
 def _help_text(text: str) -> str:
     """A help column in the current language: the help text, then click's ``[default: ...;
     required]`` notes, each translated."""
-    m = re.fullmatch(r"(.*?)\s*\[([^\[\]]*)\]", text, re.S)
-    if m is None or not any(w in m.group(2) for w in ("default: ", "required")):
+    m = re.fullmatch(r"(.*?)(?:^|  )\[([^\[\]]*)\]", text, re.S)
+    if m is None:
         return _(text)
-    notes = "; ".join(click_message(note) for note in m.group(2).split("; "))
+    notes = _("; ").join(click_message(note) for note in m.group(2).split("; "))
     body = _(m.group(1)) if m.group(1) else ""
-    return f"{body}  [{notes}]" if body else f"[{notes}]"
+    if not body:
+        return f"[{notes}]"
+    return f"{body}{'' if body.endswith('。') else '  '}[{notes}]"
 
 
 class KvlabFormatter(click.HelpFormatter):
     """click's help formatter, translating as it writes (see the module docstring)."""
 
     def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
-        super().write_usage(prog, args, prefix if prefix is not None else _("Usage:") + " ")
+        if prefix is None:
+            prefix = _("Usage:")
+            prefix += "" if prefix.endswith("：") else " "
+        super().write_usage(prog, args, prefix)
 
     def write_heading(self, heading: str) -> None:
-        super().write_heading(_(heading))
+        heading = _(heading)
+        colon = "：" if _HAS_CJK.search(heading) else ":"
+        self.write(f"{'':>{self.current_indent}}{heading}{colon}\n")
 
     def write_text(self, text: str) -> None:
         text = _(text)
@@ -205,9 +246,8 @@ class KvlabFormatter(click.HelpFormatter):
                 self.write(" " * (first_col - cell_len(first)))
             else:
                 self.write("\n" + pad)
-            lines = wrap(second, max(self.width - first_col - 2 - self.current_indent, 10) +
-                         first_col + self.current_indent, "", pad)
-            self.write("\n".join(lines) + "\n")
+            lines = wrap(second, max(self.width, cell_len(pad) + 10), pad, pad)
+            self.write("\n".join([lines[0][len(pad):], *lines[1:]]) + "\n")
 
 
 class KvlabContext(click.Context):
@@ -258,7 +298,8 @@ def show_error(exc: click.ClickException, file: Any = None) -> None:
         click.echo(f"{ctx.get_usage()}\n{hint}", file=file, color=color)
     possible = getattr(exc, "possibilities", None)
     if isinstance(exc, (click.NoSuchOption, click.exceptions.NoSuchCommand)) and possible:
-        message = f"{click_message(exc.message)} {_possibilities(possible)}"
+        first = click_message(exc.message)
+        message = first + ("" if first.endswith("。") else " ") + _possibilities(possible)
     else:
         message = click_message(exc.format_message())
     click.echo(_("Error: {message}").format(message=message), file=file, color=color)

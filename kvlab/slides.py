@@ -129,7 +129,7 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
 
 
 @click.command(cls=KvlabCommand,
-               short_help=N_("A course notebook, or a teaching session's deck, as offline slides."),
+               short_help=N_("A course notebook as offline reveal.js slides."),
                help=N_("Export course notebook NUMBER (03, or 3), or a session's deck (--session N), "
                        "as offline reveal.js slides."))
 @click.argument("number", required=False)

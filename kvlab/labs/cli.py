@@ -20,19 +20,21 @@ from pathlib import Path
 
 import click
 
-from kvlab.cli_i18n import KvlabGroup
+from kvlab.cli_i18n import KvlabGroup, lang_option
 from kvlab.i18n import N_, _
 
 __all__ = ["labs"]
 
 
-@click.group(cls=KvlabGroup, help=N_(
+@click.group(cls=KvlabGroup, short_help=N_("Build-it labs, graded against vLLM's decisions."), help=N_(
     "Build-it labs: write vLLM's KV-cache pieces, graded against vLLM's decisions."))
+@lang_option
 def labs() -> None:
     """``kvlab labs`` (its help is the decorator's)."""
 
 
 @labs.command("list", help=N_("The labs, their notebooks and what to read first."))
+@lang_option
 def list_labs() -> None:
     """``kvlab labs list`` (its help is the decorator's)."""
     from rich.console import Console
@@ -59,6 +61,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 @labs.command("grade", help=N_("Run SUBMISSIONS (lab notebooks) headless and print their scores."))
+@lang_option
 @click.argument("submissions", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
@@ -94,6 +97,7 @@ def grade(submissions: tuple[Path, ...], json_out: Path | None, time_limit: floa
 
 @labs.command("solve", help=N_(
     "Write NOTEBOOK with its solution regions filled by the reference (an answer key)."))
+@lang_option
 @click.argument("notebook", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help=N_("Where to write the solved notebook."))

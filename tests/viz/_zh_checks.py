@@ -3,7 +3,8 @@
 * ``english_left(zh)``: the English source phrases of kvlab's catalogue still in a zh render.
   A phrase is a literal piece of a msgid between its {placeholders} that holds at least two
   English words (single words such as "free" or "group" are also vLLM identifiers, e.g.
-  ``name=free``, so they are not scanned).
+  ``name=free``, so they are not scanned) separated by a space (a piece of code such as
+  ``req_to_blocks[request][group].extend(block_ids)`` is written the same in every language).
 * ``numbers(text)``: every number in a render, as a multiset (Chinese word order may move them).
 * ``identifiers(text)``: every snake_case identifier (block_id, ref_cnt ...).
 """
@@ -34,7 +35,7 @@ def english_phrases() -> tuple[str, ...]:
         for msgid in [m.id] if isinstance(m.id, str) else list(m.id):
             for piece in _PLACEHOLDER.split(msgid):
                 piece = piece.strip(" ·:;,.")
-                if _TWO_WORDS.search(piece):
+                if _TWO_WORDS.search(piece) and " " in piece:  # code (f(x)[i]) stays English
                     phrases.add(piece)
     return tuple(sorted(phrases))
 
