@@ -93,10 +93,13 @@ class Variant:
         shown: How the glossary page names it (``空块``).
         pattern: A regular expression that finds it in prose (code spans, links and quotations
             already removed, see :func:`prose`).
+        only_with: A regular expression the same text must also contain for the pattern to
+            count (笔记 is ambiguous only where 笔记本 is near), or None.
     """
 
     shown: str
     pattern: str
+    only_with: str | None = None
 
 
 ZH_VARIANTS: dict[str, tuple[Variant, ...]] = {
@@ -116,6 +119,7 @@ ZH_VARIANTS: dict[str, tuple[Variant, ...]] = {
     "attention kernel": (Variant("内核（指注意力 kernel）", r"(?<!Jupyter )(?<!Python )内核"),),
     "admission gate": (Variant("准入检查", "准入检查"),),
     "KV connector": (Variant("connector", r"(?<![\w./-])connector(?![\w])"),),
+    "study note": (Variant("笔记（与笔记本同在一处时）", r"(?<!学习)笔记(?!本|勘误|对照表)", "笔记本"),),
 }
 """English term -> the Chinese renderings it replaces (see Variant)."""
 
@@ -155,10 +159,12 @@ def find_variants(text: str) -> list[VariantHit]:
         >>> [h.term for h in find_variants("驱逐发生在队头，不是 Jupyter 内核里，而是注意力内核里")]
         ['queue head', 'attention kernel']
     """
-    flat = prose(text)
+    flat = re.sub(r"\s+", " ", prose(text))
     hits = []
     for term, variants in ZH_VARIANTS.items():
         for variant in variants:
+            if variant.only_with is not None and not re.search(variant.only_with, flat):
+                continue
             for m in re.finditer(variant.pattern, flat):
                 context = flat[max(0, m.start() - 12): m.end() + 12].replace("\n", " ")
                 hits.append((m.start(), VariantHit(term, m.group(0), context)))
