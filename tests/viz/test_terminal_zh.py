@@ -54,9 +54,16 @@ def _renders(trace: Trace, index: int) -> tuple[str, str]:
     )
 
 
+KINDS_LEGEND = "事件类型：\n"
+"""Where a Chinese events view starts saying what each event kind shown means (the kinds are
+identifiers; the English render has no such legend)."""
+
+
 def _check_same_facts(en: str, zh: str) -> None:
     assert english_left(zh) == [], "English left in the zh render"
-    assert numbers(zh) == numbers(en), "the numbers differ between en and zh"
+    body, _, legend = zh.partition(KINDS_LEGEND)
+    assert numbers(body) == numbers(en), "the numbers differ between en and zh"
+    assert all(re.match(r"\s*[A-Z_]+：\S", line) for line in legend.splitlines() if line.strip())
     # kvlab's own status words (pool counts) are translated; vLLM's identifiers are not
     missing = identifiers(en) - identifiers(zh) - {"in_use", "in_transit"}
     assert not missing, missing
@@ -126,7 +133,7 @@ def test_explain_in_chinese_keeps_the_numbers(shared: Trace) -> None:
         assert identifiers(en) <= identifiers(zh)
         assert "原因：" in zh
     zh_last = str(explain(shared, calls[-1], lang="zh"))
-    assert "空闲队列队头" in zh_last and "被驱逐" in zh_last
+    assert "空闲队列队首" in zh_last and "被驱逐" in zh_last
 
 
 def test_explain_of_a_nano_allocate_in_chinese() -> None:
