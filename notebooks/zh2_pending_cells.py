@@ -3,12 +3,13 @@
 Run once from the repository root, then execute the five notebooks and delete this file:
 
     .venv/bin/python notebooks/zh2_pending_cells.py
-    .venv/bin/python tests/notebooks/run_notebooks.py 01 04 07 08 zh/01 zh/04 zh/07 zh/08
+    .venv/bin/python tests/notebooks/run_notebooks.py 01 04 07 08 12 zh/01 zh/04 zh/07 zh/08 zh/12
 
 It inserts five asserting sections into the English notebooks (each after a named cell), syncs
 the Chinese notebooks (tests/notebooks/zh_sync.py), writes the Chinese text of the new markdown
 cells and marks them translated, and points the errata (rows 15, 16, 18) and the seed map
 (000 §4.3, 003 Q24, 003's closing remarks) at the new sections, with the seed-map test's keys.
+It also corrects the note notebook 12 §6 blames (markdown only, en + zh).
 
 | notebook | after cell | new section | backs |
 |---|---|---|---|
@@ -217,6 +218,25 @@ capacity: the concurrency a pool allows is its tokens divided by the sequence le
     ]),
 ]
 
+# (notebook, cell id, English old, English new, Chinese old, Chinese new): markdown only. Notebook
+# 12 §6 blamed note 000 "9.2" and note 001's life-cycle diagram, which are right (they touch in
+# allocate_slots); the wrong one is note 001's lookup flow chart (errata row 1, misconceptions row 6).
+MARKDOWN = [
+    ("12_misconceptions", "127cf0dc",
+     """**Corrects:** the loose wording of study note 000 (“05 - KV Cache 管理机制”) "9.2 Prefix Caching 示例" and of study note 001's
+life-cycle diagram ("Cached → SharedCached: touch() (另一请求命中)"), read as "a hit touches the
+block".""",
+     """**Corrects:** study note 001 (“KV Cache 管理器”), the lookup flow chart of "3.1
+get_computed_blocks()": `找到匹配块? → 是 → 增加引用计数` (a hit increments the reference count).
+Note 000's "9.2 Prefix Caching 示例" and note 001's life-cycle diagram ("Cached → SharedCached:
+touch()") are right: their `touch` happens in `allocate_slots`, as below.""",
+     """**纠正**：学习笔记 000（“05 - KV Cache 管理机制”）“9.2 Prefix Caching 示例”中不严谨的措辞，以及学习笔记 001 的生命周期图
+（“Cached → SharedCached: touch() (另一请求命中)”），它们读起来像是“命中会 touch 块”。""",
+     """**纠正**：学习笔记 001（“KV Cache 管理器”）「3.1 get_computed_blocks()」中的查找流程图：`找到匹配块? → 是 → 增加引用计数`。
+学习笔记 000 的「9.2 Prefix Caching 示例」和学习笔记 001 的生命周期图（“Cached → SharedCached: touch()”）是对的：
+它们的 `touch` 发生在 `allocate_slots` 中，正如下面所示。"""),
+]
+
 N = "../tutorials/"
 DOCS = {  # file -> [(old, new)]: the errata rows and seed-map rows that the new sections back
     "docs/explanation/errata.md": [
@@ -300,6 +320,23 @@ def insert_cells(root: Path = ROOT) -> list[str]:
     return changed
 
 
+def fix_markdown(root: Path = ROOT) -> None:
+    """Apply MARKDOWN to the English notebook and its Chinese twin (marked translated)."""
+    for name, cell_id, en_old, en_new, zh_old, zh_new in MARKDOWN:
+        en_file, zh_file = (root / "notebooks" / f"{name}.ipynb", root / "notebooks" / "zh" / f"{name}.ipynb")
+        en, zh = nbformat.read(en_file, as_version=4), nbformat.read(zh_file, as_version=4)
+        en_cell = next(c for c in en.cells if c.id == cell_id)
+        zh_cell = next(c for c in zh.cells if c.id == cell_id)
+        if en_new in en_cell.source:
+            continue  # applied already
+        assert en_cell.source.count(en_old) == 1 and zh_cell.source.count(zh_old) == 1, cell_id
+        en_cell.source = en_cell.source.replace(en_old, en_new)
+        zh_cell.source = zh_cell.source.replace(zh_old, zh_new)
+        mark_translated(en, zh, [cell_id])
+        nbformat.write(en, en_file)
+        nbformat.write(zh, zh_file)
+
+
 def patch_docs(root: Path = ROOT) -> None:
     for rel, pairs in DOCS.items():
         path = root / rel
@@ -314,5 +351,7 @@ def patch_docs(root: Path = ROOT) -> None:
 
 if __name__ == "__main__":
     print("inserted into:", ", ".join(insert_cells()) or "nothing (applied already)")
+    fix_markdown()
     patch_docs()
-    print("errata, seed map and tests/docs/test_seed_map.py patched; now execute 01 04 07 08 (en and zh)")
+    print("notebook 12 §6 corrected; errata, seed map and tests/docs/test_seed_map.py patched;")
+    print("now execute 01 04 07 08 12 (en and zh)")
