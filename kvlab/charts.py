@@ -38,7 +38,7 @@ IMAGE_FORMATS = ("svg", "png")
 
 
 def require_matplotlib(what: str) -> None:
-    """Raise ImportError("``what`` needs matplotlib: pip install 'kvlab[viz]'") without it."""
+    """Raise ImportError("``what`` needs matplotlib (the viz extra): <install_hint('viz')>") without it."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -63,24 +63,6 @@ def figure_class(name: str) -> type:
            "imported (no inline backend), with the same bytes on every run.")  # fmt: skip
     return type(name, (Figure,), {"_repr_svg_": _repr_svg_, "__doc__": doc,
                                   "__module__": __name__})  # fmt: skip
-
-
-CJK_FONTS = ("Noto Sans CJK SC", "Noto Serif CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
-             "WenQuanYi Micro Hei", "Microsoft YaHei", "SimHei", "PingFang SC", "Hiragino Sans GB")
-"""Fonts with Simplified Chinese glyphs, in the order :func:`text_fonts` prefers them."""
-
-
-def text_fonts(text: str) -> list[str] | None:
-    """A font family list for a figure text that holds Chinese: matplotlib's default font, then
-    the first installed font of CJK_FONTS (each glyph comes from the first font that has it);
-    None for other text, or when no such font is installed (the figure then keeps its default)."""
-    if not any("\u4e00" <= ch <= "\u9fff" for ch in text):
-        return None
-    from matplotlib import font_manager, rcParams
-
-    installed = {f.name for f in font_manager.fontManager.ttflist}
-    found = [name for name in CJK_FONTS if name in installed]
-    return [*rcParams["font.sans-serif"][:1], found[0]] if found else None
 
 
 def freeze_layout(fig: Any) -> None:

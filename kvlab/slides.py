@@ -129,9 +129,9 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
 
 
 @click.command(cls=KvlabCommand,
-               short_help=N_("A course notebook as offline reveal.js slides."),
-               help=N_("Export course notebook NUMBER (03, or 3), or a session's deck (--session N), "
-                       "as offline reveal.js slides."))
+               short_help=N_("A course notebook or a session's deck as offline slides."),
+               help=N_("Export course notebook NUMBER (03, or 3), or a session's deck "
+                       "(--session N), as offline reveal.js slides."))
 @click.argument("number", required=False)
 @click.option("--session", "session_number", type=click.IntRange(1, 3), default=None,
               help=N_("Build the curated deck of teaching session 1, 2 or 3 instead (figures, "

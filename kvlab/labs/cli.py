@@ -26,8 +26,9 @@ from kvlab.i18n import N_, _
 __all__ = ["labs"]
 
 
-@click.group(cls=KvlabGroup, short_help=N_("Build-it labs, graded against vLLM's decisions."), help=N_(
-    "Build-it labs: write vLLM's KV-cache pieces, graded against vLLM's decisions."))
+@click.group(cls=KvlabGroup, short_help=N_("Build vLLM's KV-cache pieces, graded against vLLM."),
+             help=N_("Build-it labs: write vLLM's KV-cache pieces, graded against vLLM's "
+                     "decisions."))
 @lang_option
 def labs() -> None:
     """``kvlab labs`` (its help is the decorator's)."""

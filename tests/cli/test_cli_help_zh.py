@@ -177,3 +177,26 @@ def test_wrap_breaks_chinese_by_width_and_keeps_punctuation_attached() -> None:
             assert cell_len(line) <= width or " " not in line.strip()  # only an unbreakable word overflows
             assert line[:1] not in "，。）" and line[-1:] not in "（"
     assert wrap("ab [默认：mooncake]", 8) == ["ab", "[默认：mooncake]"]
+
+
+def test_a_failed_command_leaves_no_language_behind() -> None:
+    """click keeps a subcommand's ``--lang`` scope open when parsing fails; collecting it later
+    must not switch the process to that language (it once did, turning the next English run
+    Chinese)."""
+    import gc
+
+    from kvlab.i18n import language
+
+    before = language()
+    out = _run(["demo", "--blocks", "1", "--lang", "zh"])
+    assert out.exit_code == 2 and "错误" in out.output
+    del out  # NOTE: the result holds the traceback, which holds click's context
+    gc.collect()
+    assert language() == before
+    with use_language("zh"):  # NOTE: what KvlabGroup.main does around a command
+        scope = use_language("zh")
+        scope.__enter__()  # a subcommand's --lang: entered, never left
+    del scope
+    gc.collect()
+    assert language() == before
+    assert "Usage: kvlab demo" in _run(["demo", "--help"]).output

@@ -48,7 +48,7 @@ def test_the_code_excerpts_run() -> None:
     """The slides' code is true: each excerpt runs in the setting its slide describes."""
     from kvlab.core import Request, SamplingParams, get_request_block_hasher, sha256
     from kvlab.core.sched import SchedulerConfig
-    from kvlab.course._lab import full_attention_manager
+    from kvlab.course.lab_setup import full_attention_manager
     from kvlab.kv_transfer import ConnectorScheduler, CPUOffloadingConnector
 
     manager = full_attention_manager(16, 4, 128)

@@ -137,8 +137,10 @@ def test_the_glossary_page_is_generated_from_the_catalogue() -> None:
 
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
-_CODE = re.compile(r"O\([n1]\)|https?://\S+|[\w.\[\]]+\([\w, ]*\)")
-"""Code inside a Chinese sentence keeps its ASCII punctuation: O(n), a URL, a call f(x)."""
+_CODE = re.compile(r"O\([n1]\)|https?://\S+|[\w.\[\]]+\([\w, ]*\)"
+                   r"|[0-9A-Za-z_.]+(?:,[0-9A-Za-z_.]+)+")
+"""Code inside a Chinese sentence keeps its ASCII punctuation: O(n), a URL, a call f(x), an
+option's comma-separated value as it is typed (1e5,1e6)."""
 
 
 def test_chinese_sentences_use_full_width_punctuation() -> None:
