@@ -190,7 +190,7 @@ def _write_outputs(rows: list[dict], title: str, json_out: Path | None, svg: Pat
     if svg is not None or png is not None:
         from kvlab.traffic.plot import hit_rate_figure
 
-        fig = hit_rate_figure(rows, title=title)
+        fig = hit_rate_figure(rows, title=title, lang=language())  # NOTE: the command's --lang
     if json_out is not None:
         write_json_atomic(json_out, {"results": rows} | ({"fleet": fleet} if fleet else {}))
         click.echo(_("wrote the results (JSON) to {path}").format(path=json_out))

@@ -6,10 +6,10 @@ Caches that agree draw the same line: each copy keeps its own colour and marker,
 and smaller on top of the first (hollow markers, so all show), and its legend entry says
 "identical to" the line it repeats.
 The knee of a line is the capacity past which more cache buys little: the trace's reused
-prefixes fit from there on. Labels are in the current language (kvlab.i18n) unless ``lang``
-names one; Chinese glyphs come from the first CJK font matplotlib finds (_CJK_FONTS: Noto Sans
-CJK, Source Han Sans, WenQuanYi ...; without one, matplotlib warns and draws boxes into a PNG,
-while ``kvlab whatif --html`` keeps the labels as SVG text, which the browser draws).
+prefixes fit from there on. Labels are English unless ``lang="zh"`` asks for Chinese: their
+glyphs then come from the first CJK font matplotlib finds (_CJK_FONTS: Noto Sans CJK, Source Han
+Sans, WenQuanYi ...; without one, matplotlib warns and draws boxes into a PNG, while
+``kvlab whatif --html`` keeps the labels as SVG text, which the browser draws).
 
 matplotlib is optional (``pip install kvlab[viz]``): importing this module does not need it,
 ``hit_rate_figure`` says so when it is missing. The figure is a plain ``matplotlib.figure.Figure``
@@ -58,7 +58,7 @@ def _row(r: Any) -> dict[str, Any]:
 
 
 def hit_rate_figure(results: Iterable[Any], title: str | None = None, *,
-                    lang: str | None = None) -> Any:  # fmt: skip
+                    lang: str = "en") -> Any:  # fmt: skip
     """Draw hit rate against capacity (see the module docstring).
 
     Args:
@@ -67,7 +67,7 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None, *,
             become horizontal lines whatever their capacity.
         title: Figure title (None = none).
         lang: Language of the axis labels and the legend, "en" or "zh" (cache names stay
-            as they are); None, the default, means the current language.
+            as they are).
 
     Returns:
         A matplotlib Figure (shown as SVG in a notebook) with one Axes: x = capacity
