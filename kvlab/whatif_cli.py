@@ -36,7 +36,8 @@ from typing import Any
 
 import click
 
-from kvlab.cli_checks import CACHES_HELP, parse_cache_names
+from kvlab.cli_checks import parse_cache_names
+from kvlab.cli_i18n import KvlabCommand
 from kvlab.i18n import N_, _, language, use_language
 from kvlab.whatif_runs import (
     executor,
@@ -69,8 +70,8 @@ def _routings(text: str) -> list[str]:
     out = [r.strip() for r in text.split(",") if r.strip()]
     bad = [r for r in out if r not in _ROUTINGS]
     if bad or not out:
-        raise click.BadParameter(f"unknown routing {(bad or [''])[0]!r}; allowed: "
-                                 f"{', '.join(_ROUTINGS)}", param_hint="--routing")  # fmt: skip
+        raise click.BadParameter(_("unknown routing {name}; allowed: {allowed}").format(
+            name=repr((bad or [""])[0]), allowed=", ".join(_ROUTINGS)), param_hint="--routing")
     return list(dict.fromkeys(out))
 
 
@@ -82,8 +83,8 @@ def _capacities(text: str, block_size: int) -> list[int]:
         try:
             value = float(part)
         except ValueError:
-            raise click.BadParameter(f"{part!r} is not a number of tokens",
-                                     param_hint="--capacity-tokens") from None  # fmt: skip
+            raise click.BadParameter(_("{value} is not a number of tokens").format(
+                value=repr(part)), param_hint="--capacity-tokens") from None
         try:
             out.append(check_capacity(int(value) if value.is_integer() else value, block_size))
         except ValueError as exc:
@@ -94,9 +95,10 @@ def _capacities(text: str, block_size: int) -> list[int]:
 def _check_block_size(fmt: str, block_size: int) -> None:
     """Mooncake hash ids cover 512 tokens: the block size must divide 512 (others: >= 1)."""
     if block_size < 1 or (fmt == "mooncake" and 512 % block_size):
-        allowed = "the divisors of 512" if fmt == "mooncake" else "an int >= 1"
-        raise click.BadParameter(f"{block_size} is not allowed for --format {fmt}; allowed: "
-                                 f"{allowed}", param_hint="--block-size")  # fmt: skip
+        allowed = _("the divisors of 512") if fmt == "mooncake" else _("an int >= 1")
+        raise click.BadParameter(_("{block_size} is not allowed for --format {format}; allowed: "
+                                   "{allowed}").format(block_size=block_size, format=fmt,
+                                                       allowed=allowed), param_hint="--block-size")
 
 
 def _load_requests(trace: Path, fmt: str, limit: int | None) -> list:
@@ -124,8 +126,8 @@ def _block_sizes(text: str, fmt: str) -> list[int]:
         try:
             out.append(int(part))
         except ValueError:
-            raise click.BadParameter(f"{part!r} is not a whole number of tokens",
-                                     param_hint="--block-size") from None  # fmt: skip
+            raise click.BadParameter(_("{value} is not a whole number of tokens").format(
+                value=repr(part)), param_hint="--block-size") from None
         _check_block_size(fmt, out[-1])
     return out
 
@@ -142,8 +144,9 @@ def _check_images(svg: Path | None, png: Path | None) -> None:
         except ImportError:
             from kvlab.cli_hints import install_hint
 
-            raise click.UsageError("--svg / --png need matplotlib (the viz extra), which is not "
-                                   f"installed: {install_hint('viz')}") from None  # fmt: skip
+            raise click.UsageError(_("--svg / --png need matplotlib (the viz extra), which is "
+                                     "not installed: {hint}").format(hint=install_hint("viz"))
+                                   ) from None
 
 
 def _print_table(title: str, rows: list[dict]) -> None:
@@ -187,7 +190,7 @@ def _write_outputs(rows: list[dict], title: str, json_out: Path | None, svg: Pat
     if svg is not None or png is not None:
         from kvlab.traffic.plot import hit_rate_figure
 
-        fig = hit_rate_figure(rows, title=title)
+        fig = hit_rate_figure(rows, title=title, lang=language())  # NOTE: the command's --lang
     if json_out is not None:
         write_json_atomic(json_out, {"results": rows} | ({"fleet": fleet} if fleet else {}))
         click.echo(_("wrote the results (JSON) to {path}").format(path=json_out))
@@ -210,11 +213,11 @@ def _check_trace_at(trace_at: float | None, explain_index: int | None, save: Pat
     wants = explain_index is not None or save is not None
     if trace_at is None:
         if wants:
-            raise click.UsageError("--explain and --save need --trace-at CAPACITY (tokens): the "
-                                   "capacity of the vLLM run they record")  # fmt: skip
+            raise click.UsageError(_("--explain and --save need --trace-at CAPACITY (tokens): "
+                                     "the capacity of the vLLM run they record"))
         return None
     if not wants:
-        raise click.UsageError("--trace-at needs --explain REQ_INDEX and/or --save FILE")
+        raise click.UsageError(_("--trace-at needs --explain REQ_INDEX and/or --save FILE"))
     check_output_file(save, "--save")
     try:
         return check_capacity(int(trace_at) if trace_at.is_integer() else trace_at, block_size)
@@ -272,73 +275,78 @@ def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
     console.print(table)
 
 
-@click.command(short_help="Hit rate of a real trace at each cache capacity.")
+@click.command(cls=KvlabCommand, short_help=N_("Hit rate of a real trace at each cache capacity."),
+               help=N_("Hit rate of TRACE at each capacity, per cache (and the infinite-cache "
+                       "maximum)."))
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", default="mooncake", show_default=True,
-              help=f"Trace format: {', '.join(_FORMATS)}.")
+              help=N_("Trace format: mooncake, jsonl, kvtrace, kvevents."))
 @click.option("--capacity-tokens", default=None,
-              help="Comma-separated pool sizes (tokens); or size a model with --model-config.")
+              help=N_("Comma-separated pool sizes (tokens); or size a model with --model-config."))
 @click.option("--block-size", default="512", show_default=True,
-              help="kvlab block size(s), comma-separated (tokens).")
+              help=N_("kvlab block size(s), comma-separated (tokens)."))
 @click.option("--caches", default="vllm", show_default=True,
-              help=f"Comma-separated, of {CACHES_HELP}, belady, infinite.")
+              help=N_("Comma-separated, of vllm, nano-vllm (alias: nano), radix, belady, "
+                      "infinite."))
 @click.option("--policies", default="", metavar="NAMES",
-              help="Also replay libCacheSim's policies (fifo, lru, s3fifo, sieve, arc, clock, "
-              "lirs, twoq, lfu; the policies extra) at each capacity.")
+              help=N_("Also replay libCacheSim's policies (fifo, lru, s3fifo, sieve, arc, clock, "
+                      "lirs, twoq, lfu; the policies extra) at each capacity."))
 @click.option("--clock", default="sequence", show_default=True,
-              help="Replay clock: sequence, or timed (vllm only; kvlab.traffic.timed).")
+              help=N_("Replay clock: sequence, or timed (vllm only; kvlab.traffic.timed)."))
 @click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="Only the first N requests.")
+              help=N_("Only the first N requests."))
 @click.option("--warmup", type=click.FloatRange(0, 1, max_open=True), default=0.0,
               show_default=True, metavar="FRACTION",
-              help="Replay the first FRACTION of the requests without counting them (the "
-              "peers count the second half: 0.5).")
+              help=N_("Replay the first FRACTION of the requests without counting them (the "
+                      "peers count the second half: 0.5)."))
 @click.option("--model-config", default=None, metavar="NAME|CONFIG.json",
-              help="Size the pool as vLLM does for this model (a Hugging Face config.json, or "
-              "llama-2-7b, llama-3.1-8b, deepseek-v2-lite, gemma-3-12b, jamba-v0.1).")
+              help=N_("Size the pool as vLLM does for this model (a Hugging Face config.json, or "
+                      "llama-2-7b, llama-3.1-8b, deepseek-v2-lite, gemma-3-12b, jamba-v0.1)."))
 @click.option("--kv-cache-memory", default=None, metavar="SIZES",
-              help="KV cache budgets for --model-config, comma-separated (16GiB,40GiB).")
+              help=N_("KV cache budgets for --model-config, comma-separated (16GiB,40GiB)."))
 @click.option("--gpu-memory", default=None, metavar="SIZES",
-              help="GPU memory for --model-config (80GiB): budget = memory x utilization - "
-              "weights.")
+              help=N_("GPU memory for --model-config (80GiB): budget = memory x utilization - "
+                      "weights."))
 @click.option("--gpu-memory-utilization", type=click.FloatRange(0, 1, min_open=True),
-              default=0.9, show_default=True, help="vLLM's --gpu-memory-utilization.")
+              default=0.9, show_default=True, help=N_("vLLM's --gpu-memory-utilization."))
 @click.option("--weights", default=None, metavar="SIZE",
-              help="Memory vLLM uses outside the KV cache (default: parameters x dtype size).")
+              help=N_("Memory vLLM uses outside the KV cache (default: parameters x dtype size)."))
 @click.option("--max-model-len", type=click.IntRange(min=1), default=None,
-              help="Longest prompt served (tokens); with --model-config the default is the "
-              "model's max_position_embeddings.")
+              help=N_("Longest prompt served (tokens); with --model-config the default is the "
+                      "model's max_position_embeddings."))
 @click.option("--replicas", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Route the trace across this many vLLM replicas (capacity per replica).")
+              help=N_("Route the trace across this many vLLM replicas (capacity per replica)."))
 @click.option("--routing", default="round-robin", show_default=True,
-              help=f"Comma-separated, of {', '.join(_ROUTINGS)} (with --replicas).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random routing.")
+              help=N_("Comma-separated, of round-robin, random, session, prefix-aware, "
+                      "least-loaded (with --replicas)."))
+@click.option("--seed", type=int, default=0, show_default=True,
+              help=N_("Seed of random routing."))
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Run the independent replays on this many local processes.")
+              help=N_("Run the independent replays on this many local processes."))
 @click.option("--dask-scheduler", default=None, metavar="ADDRESS|local",
-              help="Run the replays on a Dask cluster (local: a LocalCluster of --jobs "
-              "processes).")
+              help=N_("Run the replays on a Dask cluster (local: a LocalCluster of --jobs "
+                      "processes)."))
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write the results here.")
+              default=None, help=N_("Write the results here."))
 @click.option("--svg", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the hit-rate-vs-capacity curve here (SVG).")
+              help=N_("Write the hit-rate-vs-capacity curve here (SVG)."))
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the hit-rate-vs-capacity curve here (PNG).")
+              help=N_("Write the hit-rate-vs-capacity curve here (PNG)."))
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write a self-contained report here (English and Chinese).")
+              default=None, help=N_("Write a self-contained report here (English and Chinese)."))
 @click.option("--top-prefixes", type=click.IntRange(min=1), default=None, metavar="K",
-              help="Also list the K most reused prefixes (first block size).")
+              help=N_("Also list the K most reused prefixes (first block size)."))
 @click.option("--trace-at", type=float, default=None, metavar="CAPACITY",
-              help="Capacity (tokens) of the vLLM run (sequence clock, first block size) "
-              "that --explain and --save record.")
+              help=N_("Capacity (tokens) of the vLLM run (sequence clock, first block size) "
+                      "that --explain and --save record."))
 @click.option("--explain", "explain_index", type=click.IntRange(min=0), default=None,
-              metavar="REQ_INDEX", help="Why request REQ_INDEX (0-based) hit what it hit, "
-              "in vLLM at --trace-at.")
+              metavar="REQ_INDEX", help=N_("Why request REQ_INDEX (0-based) hit what it hit, "
+                                           "in vLLM at --trace-at."))
 @click.option("--save", "save_trace_to", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Save the vLLM run at --trace-at as a kvlab trace (.kvtrace) "
-              "for kvlab trace show and the TracePlayer.")
+              default=None, help=N_("Save the vLLM run at --trace-at as a kvlab trace (.kvtrace) "
+                                    "for kvlab trace show and the TracePlayer."))
 @click.option("--no-progress", is_flag=True,
-              help="No progress bars (they show only when stderr is a terminal anyway).")
+              help=N_("No progress bars (they show only when stderr is a terminal anyway)."))
 def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, caches: str,
            policies: str, clock: str, limit: int | None, warmup: float, model_config: str | None,
            kv_cache_memory: str | None, gpu_memory: str | None,
@@ -347,47 +355,48 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, 
            json_out: Path | None, svg: Path | None, png: Path | None, html_out: Path | None,
            top_prefixes: int | None, trace_at: float | None, explain_index: int | None,
            save_trace_to: Path | None, no_progress: bool) -> None:  # fmt: skip
-    """Hit rate of TRACE at each capacity, per cache (and the infinite-cache maximum)."""
+    """``kvlab whatif`` (its help is the decorator's)."""
     from kvlab.cli_checks import check_output_file
 
     if fmt not in _FORMATS:
-        raise click.BadParameter(f"unknown format {fmt!r}; allowed: {', '.join(_FORMATS)}",
-                                 param_hint="--format")  # fmt: skip
+        raise click.BadParameter(_("unknown format {name}; allowed: {allowed}").format(
+            name=repr(fmt), allowed=", ".join(_FORMATS)), param_hint="--format")
     if clock not in ("sequence", "timed"):
-        raise click.BadParameter(f"unknown clock {clock!r}; allowed: sequence, timed",
-                                 param_hint="--clock")  # fmt: skip
+        raise click.BadParameter(_("unknown clock {name}; allowed: sequence, timed").format(
+            name=repr(clock)), param_hint="--clock")
     names = _cache_names(caches)
     if clock == "timed" and [n for n in names if n != "infinite"] != ["vllm"]:
-        raise click.BadParameter(f"only vllm supports the timed clock, got {caches!r}",
-                                 param_hint="--caches")  # fmt: skip
+        raise click.BadParameter(_("only vllm supports the timed clock, got {caches}").format(
+            caches=repr(caches)), param_hint="--caches")
     routings = _routings(routing)
     pols = _policies(policies)
     sizes = _block_sizes(block_size, fmt)
     if (capacity_tokens is None) == (model_config is None):
-        raise click.UsageError("give the pool either in tokens (--capacity-tokens 1e5,1e6) or "
-                               "in bytes for a model (--model-config NAME --kv-cache-memory "
-                               "16GiB), one of the two")  # fmt: skip
+        raise click.UsageError(_("give the pool either in tokens (--capacity-tokens 1e5,1e6) "
+                                 "or in bytes for a model (--model-config NAME "
+                                 "--kv-cache-memory 16GiB), one of the two"))
     caps = _capacities(capacity_tokens, max(sizes)) if capacity_tokens else []
     cfg, budgets = _model_budgets(model_config, kv_cache_memory, gpu_memory,
                                   gpu_memory_utilization, weights)
     if json_out is not None and not (json_out.parent or Path(".")).resolve().is_dir():
-        raise click.BadParameter(f"folder {json_out.parent} does not exist",
-                                 param_hint="--json")  # fmt: skip
+        raise click.BadParameter(_("folder {folder} does not exist").format(
+            folder=json_out.parent), param_hint="--json")
     check_output_file(html_out, "--html")
     _check_images(svg, png)
     trace_cap = _check_trace_at(trace_at, explain_index, save_trace_to, sizes[0])
     reqs = _load_requests(trace, fmt, limit)
     if explain_index is not None and explain_index >= len(reqs):
-        raise click.BadParameter(f"request {explain_index} is outside the trace; allowed: "
-                                 f"0..{len(reqs) - 1}", param_hint="--explain")  # fmt: skip
+        raise click.BadParameter(_("request {index} is outside the trace; allowed: 0..{last}"
+                                   ).format(index=explain_index, last=len(reqs) - 1),
+                                 param_hint="--explain")
     progress = False if no_progress else None
     bs_text = ", ".join(str(bs) for bs in sizes)
     titles = {}
-    for lang in ("en", "zh"):  # NOTE: the report has both; the images and JSON stay English
+    for lang in ("en", "zh"):  # NOTE: the report has both; table and images: the command's
         with use_language(lang):
             titles[lang] = _("{trace}: {requests} requests, block size {block_sizes}").format(
                 trace=trace.name, requests=f"{len(reqs):,}", block_sizes=bs_text)
-    title, heading = titles["en"], titles[language()]
+    heading = titles[language()]
     with executor(jobs, dask_scheduler) as client:
         if cfg is not None:
             given = click.get_current_context().get_parameter_source("block_size")
@@ -405,13 +414,13 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, 
         fleet: list[dict] = []
         if replicas > 1:
             if not caps:
-                raise click.UsageError("--replicas replays full-attention pools only; this "
-                                       "model's pool is hybrid")  # fmt: skip
+                raise click.UsageError(_("--replicas replays full-attention pools only; this "
+                                         "model's pool is hybrid"))
             fleet = fleet_rows(reqs, replicas, routings, caps, sizes[0], warmup, jobs, client,
                                max_model_len, seed, progress)  # fmt: skip
             print_fleet(_("{replicas} replicas").format(replicas=replicas), fleet)
     _insights(reqs, sizes[0], top_prefixes, trace_cap, explain_index, save_trace_to, progress)
-    _write_outputs(rows, title, json_out, svg, png, fleet)
+    _write_outputs(rows, heading, json_out, svg, png, fleet)
     if html_out is not None:
         from kvlab.traffic.report import write_report
 
@@ -425,8 +434,8 @@ def _model_budgets(model_config: str | None, kv_cache_memory: str | None,
     """The model's config and its budgets (bytes), checked before any work."""
     if model_config is None:
         if kv_cache_memory or gpu_memory or weights:
-            raise click.UsageError("--kv-cache-memory, --gpu-memory and --weights size a model: "
-                                   "add --model-config NAME")  # fmt: skip
+            raise click.UsageError(_("--kv-cache-memory, --gpu-memory and --weights size a "
+                                     "model: add --model-config NAME"))
         return None, []
     from kvlab.traffic.sizing import kv_cache_budgets, load_model_config
 
@@ -450,16 +459,17 @@ def _policies(text: str) -> list[str]:
     out = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
     bad = [p for p in out if p not in POLICIES]
     if bad:
-        raise click.BadParameter(f"unknown policy {bad[0]!r}; allowed: {', '.join(POLICIES)}",
-                                 param_hint="--policies")  # fmt: skip
+        raise click.BadParameter(_("unknown policy {name}; allowed: {allowed}").format(
+            name=repr(bad[0]), allowed=", ".join(POLICIES)), param_hint="--policies")
     if out:
         try:
             import libcachesim  # noqa: F401
         except ImportError:
             from kvlab.cli_hints import install_hint
 
-            raise click.UsageError("--policies needs libcachesim (the policies extra), which is "
-                                   f"not installed: {install_hint('policies')}") from None
+            raise click.UsageError(_("--policies needs libcachesim (the policies extra), which "
+                                     "is not installed: {hint}").format(
+                                         hint=install_hint("policies"))) from None
     return out
 
 

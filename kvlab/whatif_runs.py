@@ -69,11 +69,12 @@ def executor(jobs: int, dask_scheduler: str | None):
     except ImportError:
         from kvlab.cli_hints import install_hint
 
-        raise click.UsageError("--dask-scheduler needs dask.distributed (the cluster extra), "
-                               f"which is not installed: {install_hint('cluster')}") from None
+        raise click.UsageError(_("--dask-scheduler needs dask.distributed (the cluster "
+                                 "extra), which is not installed: {hint}").format(
+                                     hint=install_hint("cluster"))) from None
     except OSError as exc:
-        raise click.ClickException(f"cannot reach the Dask scheduler {dask_scheduler}: "
-                                   f"{exc}") from None  # fmt: skip
+        raise click.ClickException(_("cannot reach the Dask scheduler {address}: {problem}"
+                                     ).format(address=dask_scheduler, problem=exc)) from None
     try:
         yield client
     finally:
