@@ -83,15 +83,17 @@ def grade(submissions: tuple[Path, ...], json_out: Path | None, time_limit: floa
                                      "'kvlab[lab]'): {problem}").format(problem=exc)) from exc
     table_data = grade_notebooks(submissions, time_limit, notebook_timeout)
     table = Table(title=_("lab scores"))
-    for header in (_("notebook"), _("lab"), _("scenarios"), _("status"), _("mistake recognised")):
-        table.add_column(header, overflow="fold")
+    # only the notebook's path may fold onto more lines: a score or a misconception id is read whole
+    table.add_column(_("notebook"), overflow="fold")
+    for header in (_("lab"), _("scenarios"), _("status"), _("mistake recognised")):
+        table.add_column(header, no_wrap=True)
     for sub in table_data["submissions"]:
         if not sub["results"]:
             table.add_row(sub["notebook"], "-", "-", sub["status"] if sub["status"] != "ok" else _("no check ran"), "-")
         for name, rec in sub["results"].items():
             table.add_row(sub["notebook"], name, f"{rec['scenarios_passed']}/{rec['scenarios_total']}",
                           rec["status"], rec["misconception"] or "-")  # fmt: skip
-    Console(highlight=False, width=140).print(table)
+    Console(highlight=False, width=max(140, Console().width)).print(table)
     if json_out is not None:
         _write_atomic(json_out, json.dumps(table_data, indent=1, ensure_ascii=False) + "\n")
 

@@ -43,6 +43,9 @@ def _submission(tmp_path: Path, name: str, edit) -> Path:
 
 
 def test_grade_writes_one_row_per_submission(tmp_path: Path) -> None:
+    # a long path (as CI's tmp dirs are) folds in the notebook column; the score columns stay whole
+    tmp_path = tmp_path / ("class-of-2026-" * 8)
+    tmp_path.mkdir()
     alice = _submission(tmp_path, "alice", lambda s: s)
     # bob links freed blocks at the head of the queue
     bob = _submission(tmp_path, "bob", lambda s: s.replace(
@@ -61,7 +64,9 @@ def test_grade_writes_one_row_per_submission(tmp_path: Path) -> None:
     assert (b["passed"], b["status"], b["misconception"]) == (False, "diverged", "free_queue.append_at_head")
     assert b["divergence"]["field"] == "free queue" and b["divergence"]["call"].startswith("append_n(")
     assert re.search(r"│ free_queue │ 11/11 +│ passed", run.output), run.output
-    assert re.search(r"│ free_queue │ 0/11 +│ diverged │ free_queue.append_at_head", run.output)
+    # the scenarios are drawn from a fresh seed per run: about 1 seed in 60 has a scenario bob's queue passes
+    assert b["scenarios_passed"] < b["scenarios_total"] == 11
+    assert re.search(rf"│ free_queue │ {b['scenarios_passed']}/11 +│ diverged │ free_queue.append_at_head", run.output)
     assert "free_queue.append_at_head" in run.output
 
 
