@@ -239,6 +239,8 @@ def replay(name: str, files: list[Path]) -> int:
     import fuzz_targets as ft
 
     target = _target(name)
+    limit = _vm_size() + (1024 << 20)  # NOTE: a hostile input must not take the machine down
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     bad = 0
     with tempfile.TemporaryDirectory() as tmp:
         for f in files:

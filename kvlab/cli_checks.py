@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from kvlab.cli_hints import install_hint
+from kvlab.trace.untrusted import shown
 
 __all__ = [
     "CACHE_ALIASES",
@@ -151,9 +152,10 @@ def known_requests(trace: Any, requests: tuple[str, ...]) -> None:
     have = list(trace.tables.requests)
     unknown = [r for r in requests if r not in have]
     if unknown:
-        shown = ", ".join(have[:12]) + (f", ... ({len(have)} in all)" if len(have) > 12 else "")
-        raise click.BadParameter(f"no request {unknown[0]!r} in this trace; it holds: "
-                                 f"{shown or 'no requests'}", param_hint="--request")
+        listed = ", ".join(shown(r, 60) for r in have[:12]) + (
+            f", ... ({len(have)} in all)" if len(have) > 12 else "")  # fmt: skip
+        raise click.BadParameter(f"no request {shown(repr(unknown[0]))} in this trace; it holds: "
+                                 f"{listed or 'no requests'}", param_hint="--request")
 
 
 def parse_cache_names(values: list[str] | tuple[str, ...], option: str) -> list[str]:

@@ -164,25 +164,33 @@ class KVEventSequencer:
 
     def _replayed(self, first: int, stop: int | None) -> dict[int, Any]:
         """seq -> item the publisher replays in [first, stop), asking again from the first seq a
-        reply skipped while each round brings something new."""
+        reply skipped: a hole above the lowest seq of the reply was buffered and lost on the way
+        (asked again while rounds bring something new); a hole below it is no longer buffered."""
         got: dict[int, Any] = {}
         ask = first
         for _ in range(self.max_replay_rounds if self.replay is not None else 0):
-            before = len(got)
-            for seq, item in self.replay(ask):  # type: ignore[misc]
-                if seq >= first and (stop is None or seq < stop):  # NOTE: a publisher's error
-                    got.setdefault(seq, item)
-            if len(got) == before:
+            reply = [(seq, item) for seq, item in self.replay(ask)  # type: ignore[misc]
+                     if seq >= first and (stop is None or seq < stop)]  # fmt: skip
+            new = 0
+            for seq, item in reply:  # NOTE: seqs below the one asked for: a publisher's error
+                if seq not in got:
+                    got[seq], new = item, new + 1
+            hole = self._first_hole(got, first, stop)
+            low = min((seq for seq, _ in reply), default=None)
+            if hole is None or low is None or hole < low or not new:
                 return got
-            keys = sorted(got)
-            hole = next((k for k, nxt in zip(keys, keys[1:], strict=False) if nxt > k + 1), None)
-            if hole is not None:
-                ask = hole + 1
-            elif stop is not None and keys[-1] < stop - 1:
-                ask = keys[-1] + 1  # NOTE: the reply stopped short of the gap's end
-            else:
-                return got
+            ask = hole
         return got
+
+    @staticmethod
+    def _first_hole(got: dict[int, Any], first: int, stop: int | None) -> int | None:
+        """The lowest seq in [first, top] not in ``got`` (top: stop - 1, else the highest got)."""
+        expected = first
+        for seq in sorted(got):
+            if seq > expected:
+                return expected
+            expected = seq + 1
+        return expected if stop is not None and expected < stop else None
 
     def fill(self, first: int, stop: int | None) -> list[tuple[int, Any]]:
         """Replay seqs [first, stop) (stop None: all that is buffered); count what is missing.

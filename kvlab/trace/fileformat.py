@@ -246,6 +246,13 @@ def _read_header(zf: zipfile.ZipFile, path: Any) -> dict[str, Any]:
             f"{path}: damaged trace: header.json nests too deeply (allowed: the flat header "
             "the recorder writes; a JSON nesting depth within Python's recursion limit)"
         ) from None
+    try:
+        raw.decode("utf-8") and json.dumps(header, ensure_ascii=False).encode("utf-8")
+    except UnicodeError as exc:
+        raise TraceFormatError(
+            f"{path}: damaged trace: header.json holds text that is not valid Unicode "
+            f"({brief(exc)}); allowed: UTF-8 strings (no lone surrogates such as \\ud800)"
+        ) from None
     if not isinstance(header, dict) or header.get("magic") != MAGIC:
         got = header.get("magic") if isinstance(header, dict) else type(header).__name__
         raise TraceFormatError(f"{path}: not a kvlab trace: magic is {got!r}, expected {MAGIC!r}")

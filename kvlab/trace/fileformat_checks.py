@@ -216,6 +216,8 @@ def check_header(header: dict[str, Any], path: Any, expected: dict[str, np.dtype
     config = header.get("config")
     if config is not None and not isinstance(config, dict):
         raise bad("config", "a JSON object (dict) of trace metadata", config)
+    if config:
+        _check_config(config, bad)
     names = header.get("call_names")
     if (
         not isinstance(names, list)
@@ -246,6 +248,47 @@ def check_header(header: dict[str, Any], path: Any, expected: dict[str, np.dtype
         ndim = 2 if name in ("init_cached", "init_req") else 1
         if name in expected and len(shape) != ndim:
             raise bad(f"arrays.{name}", f"a {ndim}-D shape", shape)
+
+
+_CONFIG_INTS = {"num_groups": 0, "num_gpu_blocks": 0, "hash_block_size": 1, "max_model_len": 0,
+                "null_block_id": 0}  # fmt: skip
+_GROUP_INTS = {"kv_cache_group_id": 0, "block_size": 1, "sliding_window": 1,
+               "attention_chunk_size": 1}  # fmt: skip
+
+
+def _check_config(config: dict[str, Any], bad: Any) -> None:
+    """The config keys kvlab's views read have the types the recorders write (other keys are
+    free metadata): ints (or null), bools, strings, and ``groups`` a list of dicts."""
+
+    def int_or_null(where: str, v: Any, low: int) -> None:
+        if v is not None and (not _int(v) or v < low):
+            raise bad(where, f"null or an int >= {low}", v)
+
+    for key, low in _CONFIG_INTS.items():
+        int_or_null(f"config.{key}", config.get(key), low)
+    for key in ("enable_caching", "use_eagle"):
+        if key in config and not isinstance(config[key], bool):
+            raise bad(f"config.{key}", "true or false", config[key])
+    for key in ("cache", "coordinator"):
+        if config.get(key) is not None and not isinstance(config[key], str):
+            raise bad(f"config.{key}", "null or a string", config[key])
+    ids = config.get("eagle_group_ids")
+    if ids is not None and (not isinstance(ids, list) or not all(_int(g) for g in ids)):
+        raise bad("config.eagle_group_ids", "a list of ints", ids)
+    groups = config.get("groups")
+    if groups is None:
+        return
+    if not isinstance(groups, list) or len(groups) > MAX_GROUPS:
+        raise bad("config.groups", f"a list of at most {MAX_GROUPS} group dicts", groups)
+    for g, spec in enumerate(groups):
+        if not isinstance(spec, dict):
+            raise bad(f"config.groups[{g}]", "a dict (kv_cache_group_id, spec, block_size...)",
+                      spec)  # fmt: skip
+        for key, low in _GROUP_INTS.items():
+            int_or_null(f"config.groups[{g}].{key}", spec.get(key), low)
+        for key in ("spec", "manager"):
+            if spec.get(key) is not None and not isinstance(spec[key], str):
+                raise bad(f"config.groups[{g}].{key}", "null or a string", spec[key])
 
 
 def _in(values: np.ndarray, lo: int, hi: int) -> bool:

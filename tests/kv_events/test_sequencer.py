@@ -138,3 +138,16 @@ def test_batches_the_publisher_no_longer_buffers_are_missing_without_asking_agai
     s.push(0, "b0")
     assert [q for q, _ in s.push(60, "b60")] == list(range(50, 61))
     assert s.health.missing == [(1, 49)] and asked == [1]
+
+
+def test_a_reply_cut_at_the_routers_high_water_mark_is_asked_for_round_after_round() -> None:
+    rounds = []
+
+    def router(first):  # vLLM 0.22.1's ROUTER: the first 5 frames of a reply fit its pipe
+        rounds.append(first)
+        return [(q, f"b{q}") for q in range(first, 40)][:5]
+
+    s = KVEventSequencer(replay=router)
+    s.push(0, "b0")
+    assert [q for q, _ in s.push(39, "b39")] == list(range(1, 40))
+    assert s.health.num_missing == 0 and rounds == [1, 6, 11, 16, 21, 26, 31, 36]

@@ -11,6 +11,22 @@ export const KIND = {
   LOOKED_UP: 12, FIXED_POINT_ITERATED: 13, REQ_BLOCKS_ADDED: 14, REQ_BLOCKS_NULLED: 15,
   REQ_FREED: 16, CALL_BEGIN: 17, CALL_END: 18,
 };
+// A string from the trace file (request id, call name, spec name) as the player shows it: the
+// controls that reorder or hide text (C0/C1, bidi overrides and isolates, zero-width, lone
+// surrogates) as visible escapes, at most `limit` characters (kvlab/trace/untrusted.py::shown,
+// the same rule). The player inserts text as DOM text nodes, never as HTML.
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]/g;
+export function shown(text, limit = 120) {
+  let s = String(text);
+  const n = s.length;
+  if (n > limit) s = s.slice(0, limit);
+  s = s.replace(UNSAFE, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+  return n > limit ? `${s}… (${n} characters)` : s;
+}
+
 const VERBATIM = -2147483648;
 const WIDE = VERBATIM + 1; // kvlab/trace/events.py::pack_wide: ints beyond int32, as limbs
 function unpackWide(p) {
@@ -382,12 +398,12 @@ export const vllmSourceUrl = (where) => `https://github.com/vllm-project/vllm/bl
 export function describe(T, i) {
   if (i < 0) return "initial state (before event 0)";
   const c = T.c, k = c.kind[i], name = T.kinds[k], p = payload(T, i);
-  const req = c.request[i] >= 0 ? ` req=${T.requests[c.request[i]]}` : "";
+  const req = c.request[i] >= 0 ? ` req=${shown(T.requests[c.request[i]])}` : "";
   let body = "";
   if (k === KIND.CALL_BEGIN || k === KIND.CALL_END) {
     const { name: call, values, names } = callArgs(T, i);
     const args = names ? names.map((n, j) => `${n}=${values[j]}`).join(", ") : list(values);
-    body = k === KIND.CALL_BEGIN ? ` ${call}(${args})` : ` ${call} → (${args})`;
+    body = k === KIND.CALL_BEGIN ? ` ${shown(call)}(${args})` : ` ${shown(call)} → (${args})`;
   } else if (k === KIND.POPLEFT || k === KIND.REMOVE || k === KIND.APPEND) body = ` block_id=${c.a[i]}`;
   else if (k === KIND.BLOCK_STORED) {
     const m = p.length >> 1;
@@ -512,5 +528,5 @@ export function groupLabel(config, g) {
   const spec = config.groups?.[g];
   if (!spec) return `group ${g}`;
   const extra = spec.sliding_window ? ` (window ${spec.sliding_window})` : "";
-  return `group ${g} · ${String(spec.spec ?? "?").replace(/Spec$/, "")}${extra}`;
+  return `group ${g} · ${shown(String(spec.spec ?? "?").replace(/Spec$/, ""))}${extra}`;
 }
