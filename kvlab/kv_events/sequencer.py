@@ -163,9 +163,10 @@ class KVEventSequencer:
         return self.fill(self.next_seq, None)
 
     def _replayed(self, first: int, stop: int | None) -> dict[int, Any]:
-        """seq -> item the publisher replays in [first, stop), asking again from the first seq a
-        reply skipped: a hole above the lowest seq of the reply was buffered and lost on the way
-        (asked again while rounds bring something new); a hole below it is no longer buffered."""
+        """seq -> item the publisher replays in [first, stop). Seqs below the lowest one a reply
+        holds are no longer buffered; a hole above it was buffered and lost on the way (vLLM
+        0.22.1's ROUTER drops past its send high-water mark), so it is asked for again, from
+        that hole, while each round brings something new."""
         got: dict[int, Any] = {}
         ask = first
         for _ in range(self.max_replay_rounds if self.replay is not None else 0):
@@ -175,18 +176,19 @@ class KVEventSequencer:
             for seq, item in reply:  # NOTE: seqs below the one asked for: a publisher's error
                 if seq not in got:
                     got[seq], new = item, new + 1
-            hole = self._first_hole(got, first, stop)
-            low = min((seq for seq, _ in reply), default=None)
-            if hole is None or low is None or hole < low or not new:
+            if not new:
+                return got
+            hole = self._first_hole(got, max(ask, min(seq for seq, _ in reply)), stop)
+            if hole is None:
                 return got
             ask = hole
         return got
 
     @staticmethod
-    def _first_hole(got: dict[int, Any], first: int, stop: int | None) -> int | None:
-        """The lowest seq in [first, top] not in ``got`` (top: stop - 1, else the highest got)."""
-        expected = first
-        for seq in sorted(got):
+    def _first_hole(got: dict[int, Any], start: int, stop: int | None) -> int | None:
+        """The lowest seq in [start, top] not in ``got`` (top: stop - 1, else the highest got)."""
+        expected = start
+        for seq in sorted(s for s in got if s >= start):
             if seq > expected:
                 return expected
             expected = seq + 1

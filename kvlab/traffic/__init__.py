@@ -38,6 +38,7 @@ from kvlab.traffic.insight import (
 from kvlab.traffic.mooncake import (
     MOONCAKE_BLOCK_SIZE,
     TrafficRequest,
+    iter_mooncake,
     read_mooncake,
     read_mooncake_lines,
     synthesize_tokens,
@@ -51,7 +52,7 @@ __all__ = [
     "CACHES", "CLOCKS", "FORMATS", "IMAGE_FORMATS", "MOONCAKE_BLOCK_SIZE", "BlockedTraffic",
     "PrefixReuse", "ReplayResult", "RequestExplanation", "ServiceModel", "TimedResult",
     "TrafficRequest", "explain_request", "hit_rate_figure", "infinite_hits", "load_traffic",
-    "prepare_blocks", "progress_iter", "read_mooncake", "read_mooncake_lines", "record_vllm",
-    "replay_sequence", "replay_timed", "save_figure", "sweep", "sweep_rows", "synthesize_tokens",
+    "iter_mooncake", "prepare_blocks", "progress_iter", "read_mooncake", "read_mooncake_lines",
+    "record_vllm", "replay_sequence", "replay_timed", "save_figure", "sweep", "sweep_rows", "synthesize_tokens",
     "top_prefixes", "traffic_from_kv_events", "traffic_from_workload",
 ]  # fmt: skip

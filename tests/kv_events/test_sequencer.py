@@ -151,3 +151,16 @@ def test_a_reply_cut_at_the_routers_high_water_mark_is_asked_for_round_after_rou
     s.push(0, "b0")
     assert [q for q, _ in s.push(39, "b39")] == list(range(1, 40))
     assert s.health.num_missing == 0 and rounds == [1, 6, 11, 16, 21, 26, 31, 36]
+
+
+def test_holes_above_the_oldest_buffered_batch_are_asked_again() -> None:
+    rounds = []
+
+    def router(first):  # buffer holds 20.. ; every reply loses what follows its first 5
+        rounds.append(first)
+        return [(q, f"b{q}") for q in range(max(first, 20), 40)][:5]
+
+    s = KVEventSequencer(replay=router)
+    s.push(0, "b0")
+    assert [q for q, _ in s.push(39, "b39")] == list(range(20, 40))
+    assert s.health.missing == [(1, 19)] and rounds == [1, 25, 30, 35]
