@@ -334,3 +334,5 @@ INSTRUMENT: dict[str, tuple[str, ...]] = {
     "gguf": _GGUF_MODULES,
 }
 """Target name -> the modules atheris instruments (known before kvlab is imported)."""
+NAMES = tuple(INSTRUMENT)
+"""The Python targets' names (the JavaScript one is ``player-js``)."""
