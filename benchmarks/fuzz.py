@@ -16,9 +16,11 @@ Bounds enforced on every input (a finding when exceeded):
 
 Other modes:
     --replay FILE...   run inputs through the target and print each outcome;
-    --minimize         merge .fuzz/TARGET/corpus into the smallest set with the same coverage
-                       (libFuzzer -merge=1) and print it;
-    --coverage         line coverage of the target's kvlab modules over .fuzz/TARGET/corpus.
+    --minimize         cut .fuzz/TARGET/corpus to the inputs that each add coverage, smallest
+                       first, and print them;
+    --coverage         line coverage of the target's kvlab modules over .fuzz/TARGET/corpus;
+    --export N         minimize, then copy the N smallest inputs of the merged corpus and every
+                       finding's input (``crash-*``) into tests/fuzz_corpus/TARGET/ (for CI).
 
 Examples:
     PYTHONPATH=$PWD:$PWD/.fuzzlib .venv/bin/python benchmarks/fuzz.py kvtrace --minutes 10
@@ -266,16 +268,66 @@ def _target(name: str):  # type: ignore[no-untyped-def]
 
 
 def minimize(name: str) -> list[Path]:
-    """libFuzzer's merge: the fewest corpus files with all the coverage, in .fuzz/NAME/min."""
+    """The campaign corpus cut to inputs that each add coverage, smallest first (kvlab lines by
+    coverage.py; the player's JavaScript blocks by V8), copied to .fuzz/NAME/min.
+
+    NOTE: libFuzzer's own -merge re-executes argv[0], which an atheris script run by an
+    interpreter is not."""
+    import coverage as cov_mod
+
+    import fuzz_targets as ft
+
     base = WORK / name
     out = base / "min"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir()
-    cmd = [sys.executable, __file__, name, "--child", "--", "-merge=1", f"-max_len={_max_len(name)}",
-           str(out), str(base / "corpus")]  # fmt: skip
-    subprocess.run(cmd, check=False,
-                   env={**os.environ, "PYTHONHASHSEED": "0", "KVLAB_FUZZ_CHILD": "1"})
-    return sorted(out.iterdir())
+    target = _target(name)
+    files = sorted((base / "corpus").glob("*"), key=lambda p: (p.stat().st_size, p.name))
+    seen: set = set()
+    cov = cov_mod.Coverage(data_file=None, include=[str(ROOT / "kvlab" / "*")])
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in files:
+            cov.erase()
+            cov.start()
+            try:
+                ft.execute(target, f.read_bytes(), Path(tmp))
+            except ft.Disallowed:
+                pass
+            finally:
+                cov.stop()
+            data = cov.get_data()
+            got = {(m, n) for m in data.measured_files() for n in data.lines(m) or ()}
+            got |= set(getattr(target.run, "last_blocks", ()))
+            if got - seen:
+                seen |= got
+                shutil.copy(f, out / f.name)
+    return sorted(out.iterdir(), key=lambda p: p.stat().st_size)
+
+
+def export(name: str, keep: int) -> list[str]:
+    """Copy a small corpus into tests/fuzz_corpus/NAME: ``cov-*`` from the merge, ``crash-*``
+    from every finding (this campaign's and archived rounds')."""
+    dest = CORPUS / name
+    for old in dest.glob("cov-*"):
+        old.unlink()
+    merged = minimize(name)[:keep]
+    out = []
+    for p in merged:
+        digest = hashlib.sha1(p.read_bytes()).hexdigest()[:12]
+        shutil.copy(p, dest / f"cov-{digest}")
+        out.append(f"cov-{digest}")
+    dirs = [*sorted((WORK / "archive").glob(f"{name}-round*")), WORK / name / "findings"]
+    kinds = set()  # NOTE: one input per finding, digits aside (message lengths, line numbers)
+    for d in dirs:
+        for p in sorted(d.glob("*.input")):
+            kind = re.sub(r"\d+", "N", p.stem)
+            if kind in kinds and not p.stem.startswith("timeout"):
+                continue
+            kinds.add(kind)
+            target = dest / f"crash-{p.stem[:80]}"
+            shutil.copy(p, target)
+            out.append(target.name)
+    return out
 
 
 def coverage(name: str) -> dict:
@@ -316,6 +368,7 @@ def main() -> int:
     parser.add_argument("--replay", nargs="+", type=Path)
     parser.add_argument("--minimize", action="store_true")
     parser.add_argument("--coverage", action="store_true")
+    parser.add_argument("--export", type=int, metavar="N")
     argv = sys.argv[1:]
     rest = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
@@ -327,6 +380,9 @@ def main() -> int:
     if args.minimize:
         for p in minimize(args.target):
             print(p)
+        return 0
+    if args.export is not None:
+        print("\n".join(export(args.target, args.export)))
         return 0
     if args.coverage:
         print(json.dumps(coverage(args.target), indent=1))

@@ -112,11 +112,13 @@ class _PlayerTarget:
         self.worker: _Worker | None = None
         self.index: dict[str, int] = {}
         self.funcs = _features()
+        self.last_blocks: list[str] = []
 
     def __call__(self, path: Path) -> None:
         if self.worker is None:
             self.worker = _Worker()
         reply = self.worker.ask(path.read_bytes())
+        self.last_blocks = [key for key, _ in reply.get("blocks", ())]
         for key, count in reply.get("blocks", ()):
             k = self.index.setdefault(key, len(self.index) % _NUM_FEATURES)
             for _ in range(min(int(count), 8)):

@@ -131,6 +131,11 @@ def read_entry(zf: zipfile.ZipFile, path: Any, name: str, limit: int) -> bytes:
         raise TraceFormatError(
             f"{path}: damaged trace: entry {name} listed in the header is missing"
         ) from None
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise TraceFormatError(
+            f"{path}: damaged trace: entry {name} is compressed with method "
+            f"{info.compress_type}; allowed: stored (0) or deflate (8), what save_trace writes"
+        )
     if info.file_size > limit:
         raise TraceFormatError(
             f"{path}: entry {name} inflates to {info.file_size} bytes, over the limit of "
