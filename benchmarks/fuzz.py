@@ -349,6 +349,17 @@ def coverage(name: str) -> dict:
     cov.stop()
     data = cov.get_data()
     report = {}
+    if name == "player-js":  # NOTE: V8 block coverage of the static JS, from the worker
+        blocks: set[str] = set()
+        with tempfile.TemporaryDirectory() as tmp:
+            for f in files:
+                try:
+                    ft.execute(target, f.read_bytes(), Path(tmp))
+                except ft.Disallowed:
+                    pass
+                blocks |= set(target.run.last_blocks)
+        for js in sorted({b.split(":")[0] for b in blocks}):
+            report[f"kvlab/viz/static/{js}"] = f"{sum(b.startswith(js + ':') for b in blocks)} V8 blocks run"
     for path in sorted(data.measured_files()):
         _, statements, _, missing, _ = cov.analysis2(path)
         rel = str(Path(path).relative_to(ROOT))

@@ -61,9 +61,10 @@ MOONCAKE_BLOCK_SIZE = 512
 """Tokens per hash id in Mooncake traces (tokens)."""
 MAX_LINE_CHARS = 32 << 20
 """Longest line read (characters); a longer one is refused unread."""
-READ_BYTES_PER_FILE_BYTE = 14
-"""Peak memory of ``read_mooncake`` per byte of file, measured (tracemalloc) on both shipped
-traces (conversation: 13.0, synthetic: see benchmarks/results/fuzz.md)."""
+READ_BYTES_PER_FILE_BYTE = 6
+"""Peak memory of ``read_mooncake`` per byte of file (bytes), rounded up from tracemalloc's
+peaks on the two Mooncake traces (conversation 5.2, synthetic 5.5); benchmarks/results/
+mooncake_scale.md compares it with the RSS of reading the 100x trace whole."""
 MAX_READ_MEMORY = 2 << 30
 """``read_mooncake`` refuses, before reading, a file that would need more (bytes)."""
 

@@ -28,7 +28,7 @@ def test_a_file_too_big_to_hold_is_refused_before_reading(tmp_path: Path) -> Non
     path.write_text((DATA / "synthetic_excerpt.jsonl").read_text() * 3)
     need = path.stat().st_size * READ_BYTES_PER_FILE_BYTE
     with pytest.raises(ValueError, match=r"big\.jsonl: reading this trace whole would take about "
-                       r"[0-9.]+ GiB of memory \(14 bytes per byte of file\), over max_memory="
+                       r"[0-9.]+ GiB of memory \(6 bytes per byte of file\), over max_memory="
                        r".*stream it with kvlab\.traffic\.iter_mooncake"):  # fmt: skip
         read_mooncake(path, max_memory=need - 1)
     assert len(read_mooncake(path, max_memory=need)) == 900
