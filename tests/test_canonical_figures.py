@@ -50,3 +50,12 @@ def test_allocate_slots_scenario_takes_every_stage() -> None:
     assert flow.steps[2:] == ("allocate_new_computed_blocks", "allocate_new_blocks", "cache_blocks",
                               "return_blocks")  # fmt: skip
     assert (flow.touched, flow.popped, flow.evicted, flow.stored) == ((1, 2), (4, 3), (3,), (4,))
+
+
+def test_engine_step_scenario_pops_a_block_for_position_8() -> None:
+    from kvlab.figures import engine_step_record
+
+    step = engine_step_record()
+    assert (step.step, step.request_id, step.num_computed_tokens, step.num_new_tokens) == (2, "r", 8, 1)
+    assert (step.new_block_ids, step.block_table_row, step.slot_mapping) == ((5,), (1, 2, 5), (20,))
+    assert step.blocks_read == (1, 2, 5)

@@ -28,5 +28,5 @@ def test_setup_shows_progress(target: str) -> None:
     assert len(pip) == 3, lines
     assert not any(" -q" in ln or "--quiet" in ln for ln in pip), pip
     steps = [ln for ln in lines if ln.startswith('echo "==> [')]
-    assert [s.split("]")[0][-3:] for s in steps] == ["1/4", "2/4", "3/4", "4/4"]
+    assert [s.split("]")[0][-3:] for s in steps] == ["1/5", "2/5", "3/5", "4/5", "5/5"]
     assert lines[-1].startswith("/nonexistent-venv/bin/")

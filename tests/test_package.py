@@ -39,7 +39,8 @@ def test_engine_names_need_torch_and_say_so() -> None:
 
 @pytest.mark.parametrize("module", ["kvlab", "kvlab.core", "kvlab.trace", "kvlab.worker", "kvlab.viz", "kvlab.compare",
                                     "kvlab.core.sched", "kvlab.kernels", "kvlab.model", "kvlab.course",
-                                    "kvlab.nanovllm", "kvlab.sglang", "kvlab.kv_events", "kvlab.traffic"])
+                                    "kvlab.nanovllm", "kvlab.sglang", "kvlab.kv_events", "kvlab.traffic",
+                                    "kvlab.kv_transfer"])
 def test_all_names_resolve(module: str) -> None:
     mod = importlib.import_module(module)
     missing = [name for name in mod.__all__ if not hasattr(mod, name)]

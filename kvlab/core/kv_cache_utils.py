@@ -1039,8 +1039,9 @@ def get_num_blocks(
     Raises:
         ValueError: If num_layers or page_size is not positive.
 
-    Example (the Qwen3-VL worked example of a widely read Chinese study note, whose premise is
-    its own, not the real model's: 80 layers, 8 KV heads of 128, bf16, 16-token blocks, 56 GiB):
+    Examples:
+        >>> # A widely read Chinese study note's Qwen3-VL premise (its own, not the real model's):
+        >>> # 80 layers, 8 KV heads of 128, bf16, 16-token blocks, 56 GiB for the cache.
         >>> spec = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, dtype="bfloat16")
         >>> spec.page_size_bytes, get_num_blocks(VllmConfig(), 80, 56 * 1024**3, spec.page_size_bytes)
         (65536, 11468)

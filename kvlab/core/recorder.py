@@ -155,16 +155,16 @@ def _ints(values: Sequence[Any]) -> tuple[int, ...]:
 def _get_computed_blocks(method: Callable, rec: Any) -> Callable:
     def get_computed_blocks(request: Any) -> Any:
         try:
-            call = (request.request_id, _ints((request.num_tokens, len(request.block_hashes))))
+            request_id, args = request.request_id, (request.num_tokens, len(request.block_hashes))
         except Exception:  # bad input: the guard names it; nothing is recorded
             return method(request)
-        rec.begin_call("get_computed_blocks", *call)
+        rec.begin_call("get_computed_blocks", request_id, args)
         try:
             result = method(request)
         except BaseException:
             rec.abort_call("get_computed_blocks")
             raise
-        rec.end_call("get_computed_blocks", (int(result[1]),))
+        rec.end_call("get_computed_blocks", (result[1],))
         return result
 
     return get_computed_blocks
@@ -187,15 +187,17 @@ def _allocate_slots(method: Callable, rec: Any) -> Callable:
             num_lookahead_tokens, num_external_computed_tokens, delay_cache_blocks,
             num_encoder_tokens, full_sequence_must_fit,
         )  # fmt: skip
+        # NOTE: the counts go to the recorder as given (ints; anything else the guard refuses
+        # and abort_call drops the bracket); a recorder stores only integers.
         try:
-            call = (request.request_id, _ints((
-                request.num_computed_tokens, num_new_computed_tokens, num_external_computed_tokens,
-                num_new_tokens, num_lookahead_tokens, num_encoder_tokens, bool(delay_cache_blocks),
-                bool(full_sequence_must_fit),
-            )))  # fmt: skip
+            request_id, num_computed_tokens = request.request_id, request.num_computed_tokens
         except Exception:
             return method(*args)
-        rec.begin_call("allocate_slots", *call)
+        rec.begin_call("allocate_slots", request_id, (
+            num_computed_tokens, num_new_computed_tokens, num_external_computed_tokens,
+            num_new_tokens, num_lookahead_tokens, num_encoder_tokens,
+            1 if delay_cache_blocks else 0, 1 if full_sequence_must_fit else 0,
+        ))  # fmt: skip
         try:
             result = method(*args)
         except BaseException:

@@ -221,7 +221,7 @@ class SingleTypeKVCacheManager:
             return
 
         req_blocks = self.req_to_blocks[request_id]
-        if self.recorder is not None:
+        if self.recorder is not None and not req_blocks:
             self.recorder.req_blocks_add(request_id, self.kv_cache_group_id, ())
         assert len(req_blocks) == 0
         num_total_computed_tokens = num_local_computed_tokens + num_external_computed_tokens
@@ -279,7 +279,7 @@ class SingleTypeKVCacheManager:
             The newly allocated blocks (possibly empty).
         """
         req_blocks = self.req_to_blocks[request_id]
-        if self.recorder is not None:
+        if self.recorder is not None and not req_blocks:
             self.recorder.req_blocks_add(request_id, self.kv_cache_group_id, ())
         num_required_blocks = cdiv(num_tokens, self.block_size)
         num_new_blocks = num_required_blocks - len(req_blocks)
@@ -430,7 +430,7 @@ class SingleTypeKVCacheManager:
             # Every token is inside the window (always, for full attention).
             return
         blocks = self.req_to_blocks[request_id]
-        if self.recorder is not None:
+        if self.recorder is not None and not blocks:
             self.recorder.req_blocks_add(request_id, self.kv_cache_group_id, ())
         num_skipped_blocks = num_skipped_tokens // self.block_size
         # The window may already reach into tokens that have no block yet (external tokens).
@@ -525,7 +525,7 @@ class FullAttentionManager(SingleTypeKVCacheManager):
         Mirrors: vllm/v1/core/single_type_kv_cache_manager.py::FullAttentionManager.get_num_common_prefix_blocks
         """
         blocks = self.req_to_blocks[running_request_id]
-        if self.recorder is not None:
+        if self.recorder is not None and not blocks:
             self.recorder.req_blocks_add(running_request_id, self.kv_cache_group_id, ())
         num_common_blocks = 0
         for block in blocks:
@@ -835,7 +835,7 @@ class MambaManager(SingleTypeKVCacheManager):
                 and last_state_block_idx < cdiv(num_computed_tokens, self.block_size) - 1
             ):
                 blocks = self.req_to_blocks[request_id]
-                if self.recorder is not None:
+                if self.recorder is not None and not blocks:
                     self.recorder.req_blocks_add(request_id, self.kv_cache_group_id, ())
                 if blocks[last_state_block_idx] != self._null_block:
                     self.block_pool.free_blocks([blocks[last_state_block_idx]])
@@ -890,7 +890,7 @@ class MambaManager(SingleTypeKVCacheManager):
             # NOTE: an over-estimate: num_tokens may include drafts that will be rejected.
             num_required_blocks = cdiv(num_tokens, self.block_size) + self.num_speculative_blocks
             num_new_blocks = num_required_blocks - len(new_computed_blocks) - len(self.req_to_blocks[request_id])
-            if self.recorder is not None:
+            if self.recorder is not None and not self.req_to_blocks[request_id]:
                 self.recorder.req_blocks_add(request_id, self.kv_cache_group_id, ())
             if num_new_blocks > 0:
                 if request_id in self._allocated_block_reqs:
@@ -919,7 +919,7 @@ class MambaManager(SingleTypeKVCacheManager):
             # Align mode ignores lookahead tokens (see get_num_blocks_to_allocate).
             num_tokens = num_tokens_main_model
             req_blocks: list[KVCacheBlock] = self.req_to_blocks[request_id]
-            if self.recorder is not None:
+            if self.recorder is not None and not req_blocks:
                 self.recorder.req_blocks_add(request_id, self.kv_cache_group_id, ())
             num_required_blocks = cdiv(num_tokens, self.block_size) + self.num_speculative_blocks
             if num_required_blocks == len(req_blocks):

@@ -45,16 +45,23 @@ def after_rejected_drafts(num_lookahead_tokens: int = 5) -> list[int]:
     return manager.allocate_slots(b, 1).get_block_ids()[0]
 
 
-def zero_new_tokens() -> tuple[str, int]:
-    """(exception class name, free blocks afterwards) for allocate_slots(x, 0) with no hit."""
+def zero_new_tokens() -> tuple[str, str, int]:
+    """(exception class name without a hit, with a 12-token hit, change in free blocks) for
+    ``allocate_slots(x, 0)``: a prefix-cache hit does not make zero new tokens legal."""
     manager, make = _manager()
-    x = make("x", list(range(40, 48)))
+    sys_req = make("sys", SYSTEM_PROMPT)
+    manager.allocate_slots(sys_req, 16)
     before = manager.block_pool.get_num_free_blocks()
-    try:
-        manager.allocate_slots(x, 0)
-    except Exception as exc:  # noqa: BLE001 - the exercise asks which one
-        return type(exc).__name__, manager.block_pool.get_num_free_blocks() - before
-    return "none", manager.block_pool.get_num_free_blocks() - before
+    names = []
+    for request_id, prompt in (("x", list(range(40, 48))), ("y", SYSTEM_PROMPT[:12] + [1, 2])):
+        req = make(request_id, prompt)
+        hit_blocks, num_hit = manager.get_computed_blocks(req)
+        try:
+            manager.allocate_slots(req, 0, num_hit, hit_blocks)
+            names.append("none")
+        except Exception as exc:  # noqa: BLE001 - the exercise asks which one
+            names.append(type(exc).__name__)
+    return names[0], names[1], manager.block_pool.get_num_free_blocks() - before
 
 
 def popped_after_touch() -> int:
@@ -91,12 +98,18 @@ register(Exercise(
 ))  # fmt: skip
 register(Exercise(
     id="05.3",
-    question="allocate_slots(x, 0) for a new request with no hit: which exception, and by how "
-    "many blocks does the number of free blocks change? Answer (class name, change).",
+    question="allocate_slots(x, 0) for a request with no hit, then allocate_slots(y, 0, 12, "
+    "hit_blocks) for a request whose 12-token prefix-cache hit is passed in: which exception "
+    "each time, and by how many blocks does the number of free blocks change? Answer "
+    "(class name without the hit, class name with the hit, change).",
     solve=zero_new_tokens,
-    hint="bad input gets a clear error and leaves every structure as it was.",
-    explain="vLLM refuses num_new_tokens == 0 without a hit; nothing changes.",
-    mistakes=((("none", 0), "look at what the call raises."),),
+    hint="vLLM's allocate_slots raises when num_new_tokens == 0 and num_external_computed_tokens "
+    "== 0; bad input leaves every structure as it was.",
+    explain="Zero new tokens are legal only with external tokens (an asynchronous KV load, "
+    "num_external_computed_tokens > 0); a prefix-cache hit is irrelevant. Nothing changes.",
+    mistakes=((("ValueError", "none", 0), "a prefix-cache hit does not make zero new tokens "
+               "legal: only num_external_computed_tokens > 0 does."),
+              (("none", "none", 0), "look at what the calls raise.")),
 ))  # fmt: skip
 register(Exercise(
     id="05.4",

@@ -15,6 +15,7 @@ from kvlab.core import (
     SlidingWindowSpec,
     VllmConfig,
     get_kv_cache_config,
+    get_kv_cache_groups,
     get_request_block_hasher,
     init_none_hash,
     sha256,
@@ -32,13 +33,19 @@ def _window(sliding_window: int, block_size: int = 4, num_kv_heads: int = 1) -> 
                              dtype="float32", sliding_window=sliding_window)  # fmt: skip
 
 
+MAX_MODEL_LEN = 48
+"""Tokens. vLLM's get_kv_cache_configs checks one max_model_len request against the pool that
+num_gpu_blocks_override gives: 48 tokens fit 80 blocks of the Gemma-3-like model (12 full-attention
+blocks + 5 window groups x 13) and 40 blocks of the three-group model (12 + 13 + 13)."""
+
+
 def _manager_from_layers(kv_cache_spec: dict, num_blocks: int = 80):
     """Notebook 7's ``build_from_layers``: vLLM's grouping and tensors, ``num_blocks`` blocks."""
     os.environ.setdefault("PYTHONHASHSEED", "0")
     init_none_hash(sha256)
-    vllm_config = VllmConfig(max_model_len=256, num_gpu_blocks_override=num_blocks)
+    vllm_config = VllmConfig(max_model_len=MAX_MODEL_LEN, num_gpu_blocks_override=num_blocks)
     config = get_kv_cache_config(vllm_config, kv_cache_spec, available_memory=1 << 20)
-    return KVCacheManager(config, max_model_len=256, hash_block_size=4)
+    return KVCacheManager(config, max_model_len=MAX_MODEL_LEN, hash_block_size=4)
 
 
 def _make(request_id: str, prompt: list[int]) -> Request:
@@ -159,8 +166,7 @@ def doc_bad_ratio(num_full: int = 20, num_sw: int = 30) -> list[int]:
     """Real layers per KV cache group vLLM 0.22.1 builds for num_full full + num_sw SW layers."""
     layers = {**{f"full.{i}": _full(16) for i in range(num_full)},
               **{f"sw.{i}": _window(32, 16) for i in range(num_sw)}}  # fmt: skip
-    config = get_kv_cache_config(VllmConfig(num_gpu_blocks_override=8), layers, 1 << 30)
-    return [len(g.layer_names) for g in config.kv_cache_groups]
+    return [len(g.layer_names) for g in get_kv_cache_groups(VllmConfig(), layers)]
 
 
 register(Exercise(

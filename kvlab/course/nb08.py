@@ -125,8 +125,11 @@ register(Exercise(
     solve=gate_on_and_off,
     hint="without the gate a request is admitted when its first chunk fits; collect "
     "record.preempted_req_ids over both step logs.",
-    explain="The gate admits only what can finish its prompt: with it, nobody is preempted; "
-    "without it, half-prefilled requests crowd the pool and get preempted.",
+    explain="The gate admits a request only when its whole prompt fits in the free blocks, "
+    "which here spares the preemption of half-prefilled requests that crowd the pool without "
+    "it. It checks, it does not reserve: running requests still take free blocks first, so it "
+    "does not rule out preemption (notebook 8's 20-block run has the gate on and preempts "
+    "chat-3 before its prompt is done).",
     mistakes=((([], []), "the gate matters here: look at the run without it."),
               ((["chat-3"], ["chat-3"]), "that is the 20-block pool.")),
 ))  # fmt: skip

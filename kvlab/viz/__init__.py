@@ -40,6 +40,7 @@ from kvlab.viz.calls import (
 from kvlab.viz.design_header import cache_design, render_cache_header
 from kvlab.viz.dot import free_queue_dot, hash_chain_dot, render_svg
 from kvlab.viz.encode import encode_trace
+from kvlab.viz.engine_step import EngineStep, engine_step, engine_step_dot, render_engine_step
 from kvlab.viz.flow import AllocateSlotsFlow, allocate_slots_dot, allocate_slots_flow
 from kvlab.viz.export import default_views, export_html, html_page, player_html
 from kvlab.viz.sources import vllm_source, vllm_source_url
@@ -77,6 +78,10 @@ from kvlab.viz.terminal_calls import (
 __all__ = [
     "PREDICT_KINDS",
     "AllocateSlotsFlow",
+    "EngineStep",
+    "engine_step",
+    "engine_step_dot",
+    "render_engine_step",
     "BlockCell",
     "BlockStatus",
     "BlockTableRow",
@@ -88,6 +93,7 @@ __all__ = [
     "Segment",
     "SlotLayout",
     "TracePlayer",
+    "ComparePlayer",
     "allocate_slots_dot",
     "allocate_slots_flow",
     "block_cells",
@@ -135,4 +141,8 @@ def __getattr__(name: str) -> Any:
         from kvlab.viz.widgets import TracePlayer
 
         return TracePlayer
+    if name == "ComparePlayer":
+        from kvlab.viz.compare_player import ComparePlayer
+
+        return ComparePlayer
     raise AttributeError(f"module 'kvlab.viz' has no attribute {name!r}")

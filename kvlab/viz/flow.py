@@ -13,8 +13,8 @@ draws the conceptual flow chart with that path highlighted::
                      [hits: allocate_new_computed_blocks (touch)] ─► allocate_new_blocks
                      (popleft_n, lazy eviction) ─► [cache_blocks] ─► return KVCacheBlocks
 
-Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.allocate_slots (its stages, in order;
-kvlab's ``kvlab.core.kv_cache_manager_alloc.allocate_slots_general`` runs the same ones).
+Mirrors: vllm/v1/core/kv_cache_manager.py::KVCacheManager.allocate_slots (its stages, in order,
+as ``kvlab.core.kv_cache_manager.KVCacheManager.allocate_slots`` runs them).
 
 Examples:
     >>> flow = allocate_slots_flow(trace, trace.calls("allocate_slots")[-1])  # doctest: +SKIP

@@ -14,16 +14,26 @@ kind        decision (revealed by the event)       ask (cursor shown)         tr
 ==========  =====================================  =========================  ====================
 popleft     blocks taken from the free queue       the event before           the event's
             (POPLEFT / POPLEFT_N)                                             block_ids
-evict       first cached block to lose its         the event before           the event's
-            block_hash in get_new_blocks (the      (the POPLEFT_N)            block_id
-            BLOCK_REMOVED right after POPLEFT_N)
+evict       first cached block to lose its         get_new_blocks'            the event's
+            block_hash in get_new_blocks (its      POPLEFT_N                  block_id
+            first BLOCK_REMOVED after POPLEFT_N)
 hit         get_computed_blocks' hit length        the event before the       the CALL_END's
             (its CALL_END)                         call's CALL_BEGIN          num_new_computed_
                                                                               tokens
 ==========  =====================================  =========================  ====================
 
-Evictions made by ``evict_blocks`` (the scheduler invalidating blocks, not the free queue's LRU
-order) are not asked: their block ids are the call's arguments.
+vLLM's get_new_blocks pops its blocks first (POPLEFT_N), then walks them in popleft order:
+each one that still holds a block_hash is evicted (BLOCK_REMOVED) before its ref_cnt is raised
+(GET_NEW_BLOCKS, merged for consecutive blocks). So an evict question may span a GET_NEW_BLOCKS
+(the blocks before the first cached one); the answer skips it. Evictions made by
+``evict_blocks`` (the scheduler invalidating blocks, not the free queue's LRU order) are not
+asked: their block ids are the call's arguments.
+
+``window``, ``fixed_point`` and ``preempt`` (the sliding window's null blocks, one turn of the
+hybrid fixed point, the request the scheduler preempts) are in ``predict_decisions.py``. When
+both ``hit`` and ``fixed_point`` are asked, a hybrid lookup is asked turn by turn (fixed_point),
+not as a whole (hit); any other point whose [ask, reveal] window overlaps an earlier one is
+dropped, so the player never has two questions open.
 
 Examples:
     >>> points = quiz_points(trace, ("popleft",))          # doctest: +SKIP
@@ -33,9 +43,7 @@ Examples:
 from __future__ import annotations
 
 import heapq
-import random
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
 from itertools import islice
 from typing import Any
 
@@ -43,50 +51,16 @@ from kvlab.i18n import _, ngettext
 from kvlab.trace import Call, EventKind, KVState
 from kvlab.trace.replay import replay_into
 from kvlab.viz.calls import block_size_of, fixed_point_rows
+from kvlab.viz.predict_common import QuizPoint, blocks_label, options, then
+from kvlab.viz.predict_decisions import FINDERS, MAKERS
 from kvlab.viz.snapshot import group_label
 
 __all__ = ["PREDICT_KINDS", "QuizPoint", "check_predict_kinds", "quiz_points"]
 
 K = EventKind
 
-PREDICT_KINDS = ("evict", "hit", "popleft")
+PREDICT_KINDS = ("evict", "fixed_point", "hit", "popleft", "preempt", "window")
 """Decision kinds the player can ask about (see the module docstring)."""
-
-_SHOWN = 12  # block ids listed in full in a choice label; longer lists are shortened
-
-
-@dataclass(frozen=True)
-class QuizPoint:
-    """One question of the predict mode.
-
-    Attributes:
-        kind: ``popleft`` | ``evict`` | ``hit``.
-        ask: Cursor (event index, -1 = before event 0) at which the question is shown: the
-            state right before the decision.
-        reveal: The event that shows the answer; the cursor moves there once answered.
-        question: The question (plain text).
-        choices: Labels of the choices (2-4, distinct).
-        values: The value behind each label: block-id lists (popleft), a block_id (evict) or a
-            hit length in tokens (hit).
-        answer: Index of the right choice in ``choices``.
-        explanation: Why the answer is right, in vLLM's terms (one line).
-    """
-
-    kind: str
-    ask: int
-    reveal: int
-    question: str
-    choices: tuple[str, ...]
-    values: tuple[Any, ...]
-    answer: int
-    explanation: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data (the player's ``quiz`` state)."""
-        data = asdict(self)
-        data["choices"], data["values"] = list(self.choices), list(self.values)
-        return data
-
 
 def check_predict_kinds(kinds: Iterable[str] | str | None) -> tuple[str, ...]:
     """Validate the kinds asked for (None or () = none).
@@ -134,8 +108,18 @@ def quiz_points(trace: Any, kinds: Iterable[str] = PREDICT_KINDS) -> list[QuizPo
             if int(trace.cols.group[i]) not in gcb:
                 continue
             found.append((trace.call(i).begin - 1, i, kind))
-        elif kind == "popleft" or _popped_before(trace, i) is not None:
+        elif kind == "popleft":
             found.append((i - 1, i, kind))
+        else:
+            pop = _eviction_pop(trace, i)
+            if pop is not None:
+                found.append((pop, i, kind))
+    for kind in (k for k in kinds if k in FINDERS):
+        found += [(ask, reveal, kind) for ask, reveal in FINDERS[kind](trace)]
+    if "fixed_point" in kinds and "hit" in kinds:
+        turned = {reveal for ask, reveal, kind in found if kind == "fixed_point"}
+        turned = {trace.call(r).end for r in turned}
+        found = [f for f in found if not (f[2] == "hit" and f[1] in turned)]
     state, at, points = trace.initial_state.copy(), 0, []
     for ask, reveal, kind in sorted(found):  # replay forward once
         replay_into(state, trace.cols, at, ask + 1)
@@ -143,24 +127,14 @@ def quiz_points(trace: Any, kinds: Iterable[str] = PREDICT_KINDS) -> list[QuizPo
         point = _MAKERS[kind](trace, state, ask, reveal)
         if point is not None:
             points.append(point)
-    return sorted(points, key=lambda p: p.reveal)
+    kept: list[QuizPoint] = []
+    for point in sorted(points, key=lambda p: (p.ask, p.reveal)):
+        if not kept or point.ask >= kept[-1].reveal:
+            kept.append(point)
+    return sorted(kept, key=lambda p: p.reveal)
 
 
 # ---------------------------------------------------------------------- popleft
-def _blocks_label(block_ids: list[int]) -> str:
-    if len(block_ids) == 1:
-        return _("block {b}").format(b=block_ids[0])
-    if len(block_ids) <= _SHOWN:
-        return _("blocks {ids}").format(ids=", ".join(map(str, block_ids)))
-    head, tail = ", ".join(map(str, block_ids[:4])), ", ".join(map(str, block_ids[-2:]))
-    return _("blocks {head}, …, {tail} ({n})").format(head=head, tail=tail, n=len(block_ids))
-
-
-def _then(first: str, second: str) -> str:
-    """Two sentences one after the other (a space in English, none in Chinese)."""
-    return _("{first} {second}").format(first=first, second=second)
-
-
 def _popleft(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | None:
     single = trace.cols.kind[reveal] == K.POPLEFT
     taken = [int(trace.cols.a[reveal])] if single else trace.payload(reveal)
@@ -170,8 +144,8 @@ def _popleft(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | N
     lowest = heapq.nsmallest(n, queue)
     uncached = list(islice((b for b in queue if state.block_hash[b] < 0), n))
     candidates = [taken, tail, lowest, uncached, head[1:], tail[::-1]]
-    options = _options(reveal, [(c, _blocks_label(c)) for c in candidates if len(c) == n])
-    if options is None:
+    picked = options(reveal, [(c, blocks_label(c)) for c in candidates if len(c) == n])
+    if picked is None:
         return None
     call = trace.call(reveal) if trace.parent(reveal) >= 0 else None
     if call and call.request:
@@ -198,48 +172,65 @@ def _popleft(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | N
         "{how} takes the head of the free_block_queue: the least recently freed blocks (LRU), "
         "{blocks}; the tail holds the most recently freed, taken last.",
         many,
-    ).format(how=how, blocks=_blocks_label(taken))
+    ).format(how=how, blocks=blocks_label(taken))
     if cached:
         evicted = ngettext(
             "{blocks} still holds a block_hash and is evicted from the prefix cache now.",
             "{blocks} still hold a block_hash and are evicted from the prefix cache now.",
             len(cached),
-        ).format(blocks=_blocks_label(cached).capitalize())
-        explanation = _then(explanation, evicted)
-    return QuizPoint("popleft", ask, reveal, question, *options, explanation)
+        ).format(blocks=blocks_label(cached).capitalize())
+        explanation = then(explanation, evicted)
+    return QuizPoint("popleft", ask, reveal, question, *picked, explanation)
 
 
 # ---------------------------------------------------------------------- evict
-def _popped_before(trace: Any, reveal: int) -> list[int] | None:
-    """The block_ids of the POPLEFT_N right before ``reveal`` (None: another event)."""
-    if reveal < 1 or trace.cols.kind[reveal - 1] != K.POPLEFT_N:
+def _eviction_pop(trace: Any, reveal: int) -> int | None:
+    """The POPLEFT_N of the get_new_blocks whose first eviction is BLOCK_REMOVED ``reveal``.
+
+    Between them lie only the counts (GET_NEW_BLOCKS) of the popped blocks that held no hash.
+    None: ``reveal`` is a later eviction of that loop, or not get_new_blocks' (evict_blocks).
+    """
+    kinds = trace.cols.kind
+    j = reveal - 1
+    while j >= 0 and kinds[j] == K.GET_NEW_BLOCKS:
+        j -= 1
+    if j < 0 or kinds[j] != K.POPLEFT_N or int(trace.cols.a[reveal]) not in trace.payload(j):
         return None
-    return trace.payload(reveal - 1)
+    return j
+
+
+def _later_evictions(trace: Any, reveal: int) -> list[int]:
+    """Blocks the same get_new_blocks loop evicts after ``reveal`` (its BLOCK_REMOVED events,
+    between the counts of the blocks popped with them)."""
+    later = []
+    for j in range(reveal + 1, len(trace)):
+        kind = trace.cols.kind[j]
+        if kind == K.BLOCK_REMOVED:
+            later.append(int(trace.cols.a[j]))
+        elif kind != K.GET_NEW_BLOCKS:
+            break
+    return later
 
 
 def _evict(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | None:
-    popped = _popped_before(trace, reveal) or []
+    popped = trace.payload(ask)  # the POPLEFT_N
     truth = int(trace.cols.a[reveal])
     hashed = [b for b in popped if state.block_hash[b] >= 0]
     still_free = list(islice((b for b in state.free_queue if state.block_hash[b] >= 0), 1))
     # Wrong answers: the first block popped, the oldest cached block left in the queue, the
     # last cached block popped (reverse order), any other popped block.
     candidates = [truth, popped[0], *still_free, *hashed[-1:], popped[-1], *popped]
-    options = _options(reveal, [(b, _("block {b}").format(b=b)) for b in candidates])
-    if options is None:
+    picked = options(reveal, [(b, _("block {b}").format(b=b)) for b in candidates])
+    if picked is None:
         return None
     question = _(
         "get_new_blocks just took {blocks} with popleft_n. Which block loses its block_hash "
         "first (evicted from cached_block_hash_to_block)?"
-    ).format(blocks=_blocks_label(popped))
+    ).format(blocks=blocks_label(popped))
     skipped = popped[: popped.index(truth)]
-    later = []
-    for j in range(reveal + 1, len(trace)):
-        if trace.cols.kind[j] != K.BLOCK_REMOVED:
-            break
-        later.append(int(trace.cols.a[j]))
-    then = _(" ({blocks} next)").format(blocks=_blocks_label(later)) if later else ""
-    facts = {"b": truth, "hash": trace[reveal]["hash"], "then": then}
+    later = _later_evictions(trace, reveal)
+    after = _(" ({blocks} next)").format(blocks=blocks_label(later)) if later else ""
+    facts = {"b": truth, "hash": trace[reveal]["hash"], "then": after}
     if skipped:
         explanation = ngettext(
             "Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
@@ -251,14 +242,14 @@ def _evict(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | Non
             "so block {b} (hash {hash}) is first{then}. Cached blocks still in the free queue "
             "keep their hash.",
             len(skipped),
-        ).format(skipped=_blocks_label(skipped), **facts)
+        ).format(skipped=blocks_label(skipped), **facts)
     else:
         explanation = _(
             "Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
             "block_hash (_maybe_evict_cached_block), in popleft order; block {b} (hash {hash}) "
             "is first{then}. Cached blocks still in the free queue keep their hash."
         ).format(**facts)
-    return QuizPoint("evict", ask, reveal, question, *options, explanation)
+    return QuizPoint("evict", ask, reveal, question, *picked, explanation)
 
 
 # ---------------------------------------------------------------------- hit
@@ -337,27 +328,8 @@ def _hit_reason(trace: Any, call: Call, truth: int, bs: int) -> str:
     if truth != hits * bs:
         eagle = trace.config.get("use_eagle")
         cut = _("EAGLE drops the last matched block") if eagle else _("alignment")
-        out = _then(out, _("Then {cut}: {truth} tokens.").format(cut=cut, truth=truth))
+        out = then(out, _("Then {cut}: {truth} tokens.").format(cut=cut, truth=truth))
     return out
 
 
-# ---------------------------------------------------------------------- choices
-def _options(
-    seed: int, candidates: list[tuple[Any, str]]
-) -> tuple[tuple[str, ...], tuple[Any, ...], int] | None:
-    """The truth (first candidate) and up to 3 distinct others, shuffled by ``seed``."""
-    truth = candidates[0]
-    picked, labels = [truth], {truth[1]}
-    for value, label in candidates[1:]:
-        if len(picked) == 4:
-            break
-        if label not in labels and value != truth[0]:
-            picked.append((value, label))
-            labels.add(label)
-    if len(picked) < 2:
-        return None
-    random.Random(seed).shuffle(picked)
-    return tuple(p[1] for p in picked), tuple(p[0] for p in picked), picked.index(truth)
-
-
-_MAKERS = {"popleft": _popleft, "evict": _evict, "hit": _hit}
+_MAKERS = {"popleft": _popleft, "evict": _evict, "hit": _hit, **MAKERS}

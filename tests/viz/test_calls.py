@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from kvlab.trace import Trace, explain
+from kvlab.trace import EventKind, Trace, explain
 from kvlab.viz import event_window, find_call, fixed_point_rows, slot_layout
 from kvlab.viz.calls import block_size_of
 
 
 def test_find_call_prefers_the_enclosing_call(shared: Trace) -> None:
-    assert find_call(shared, 38, "allocate_slots").begin == 36  # inside c's allocate_slots
-    assert find_call(shared, 38).begin == 36
-    assert find_call(shared, 43, "allocate_slots").begin == 36  # last one before the STEP
-    assert find_call(shared, 52, "get_computed_blocks").begin == 49  # its own CALL_END
+    c_alloc = shared.calls("allocate_slots", request="c")[0]
+    inside = c_alloc.begin + 2  # c's POPLEFT_N
+    assert shared.cols.kind[inside] == EventKind.POPLEFT_N
+    assert find_call(shared, inside, "allocate_slots").begin == c_alloc.begin
+    assert find_call(shared, inside).begin == c_alloc.begin
+    step_4 = int(shared.filter(EventKind.STEP)[-1])
+    assert step_4 == c_alloc.end + 1  # the STEP right after c's allocate_slots
+    assert find_call(shared, step_4, "allocate_slots").begin == c_alloc.begin  # last one before
+    d_lookup = shared.calls("get_computed_blocks", request="d")[0]
+    assert find_call(shared, d_lookup.end, "get_computed_blocks").begin == d_lookup.begin
     assert find_call(shared, 0, "allocate_slots") is None and find_call(shared, -1) is None
     with pytest.raises(IndexError):
-        find_call(shared, 63)
+        find_call(shared, len(shared))
 
 
 def test_slot_layout_of_a_prefix_hit(hybrid: Trace) -> None:
@@ -34,7 +40,9 @@ def test_slot_layout_of_a_prefix_hit(hybrid: Trace) -> None:
 
 
 def test_slot_layout_of_a_decode_step(hybrid: Trace) -> None:
-    layout = slot_layout(find_call(hybrid, 62, "allocate_slots"), 4)
+    first_decode = hybrid.calls("allocate_slots", request="b")[1]
+    assert first_decode.args["num_new_tokens"] == 1
+    layout = slot_layout(find_call(hybrid, first_decode.begin + 1, "allocate_slots"), 4)
     assert [s.num_tokens for s in layout.segments] == [20, 0, 0, 1, 0]
     assert layout.num_blocks == 6 and layout.num_blocks_to_allocate == 2
 
@@ -63,11 +71,13 @@ def test_fixed_point_rows_agree_with_explain(hybrid: Trace) -> None:
 
 
 def test_fixed_point_rows_empty_for_one_group(shared: Trace) -> None:
-    assert fixed_point_rows(shared, find_call(shared, 50)) == []
+    d_lookup = shared.calls("get_computed_blocks", request="d")[0]
+    assert fixed_point_rows(shared, find_call(shared, d_lookup.begin + 1)) == []
 
 
 def test_event_window_is_clipped(shared: Trace) -> None:
     assert [e.seq for e in event_window(shared, 1, 3, 2)] == [0, 1, 2, 3]
-    assert [e.seq for e in event_window(shared, 62, 1, 5)] == [61, 62]
+    last = len(shared) - 1
+    assert [e.seq for e in event_window(shared, last, 1, 5)] == [last - 1, last]
     with pytest.raises(ValueError, match="must be >= 0"):
         event_window(shared, 5, -1, 2)

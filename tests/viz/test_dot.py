@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from kvlab.trace import Trace
+from kvlab.trace import EventKind, Trace
 from kvlab.viz import free_queue_dot, hash_chain_dot, render_svg
 
 HEAD = """  node [shape=box, style="rounded,filled", fontname="Helvetica-Bold", fontsize=14, penwidth=0];
@@ -19,7 +19,9 @@ def _hex(trace: Trace, i: int) -> str:
 
 
 def test_free_queue_dot_exact(shared: Trace) -> None:
-    # event 62: queue 3 9 8 7 6 5, all cached; max_blocks=4 keeps 3 at the head, 1 at the tail
+    # event 62, d's POPLEFT_N took 2 and 4: queue 3 9 8 7 6 5, all cached; max_blocks=4 keeps
+    # 3 at the head, 1 at the tail
+    assert shared[62].kind == EventKind.POPLEFT_N and shared.payload(62) == [2, 4]
     state = shared.state_at(62)
     hx = {b: state.key_bytes(state.block_hash[b])[:4].hex() for b in (3, 9, 8, 5)}
     expected = (
@@ -46,7 +48,9 @@ def test_free_queue_dot_exact(shared: Trace) -> None:
 
 
 def test_free_queue_dot_lists_the_whole_queue_in_order(shared: Trace) -> None:
-    dot = free_queue_dot(shared, 55)  # queue 2 4 3 9 8 7 6 5; block 2 is empty (free)
+    d_alloc = shared.calls("allocate_slots", request="d")[0]
+    touched = shared.find(EventKind.TOUCH, start=d_alloc.begin)  # d took block 1 out
+    dot = free_queue_dot(shared, touched)  # queue 2 4 3 9 8 7 6 5; block 2 is empty (free)
     chain = [
         line.strip() for line in dot.splitlines() if "->" in line and "dir=forward" not in line
     ]

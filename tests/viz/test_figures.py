@@ -35,7 +35,7 @@ def test_write_figures_writes_every_view(hybrid: Trace, tmp_path: Path) -> None:
 
 def test_write_figures_checks_before_writing(shared: Trace, tmp_path: Path) -> None:
     with pytest.raises(IndexError):
-        write_figures(shared, 63, tmp_path / "x")
+        write_figures(shared, len(shared), tmp_path / "x")
     with pytest.raises(KeyError):
         write_figures(shared, 3, tmp_path / "y", requests=["nobody"])
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()

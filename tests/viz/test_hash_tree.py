@@ -6,7 +6,7 @@ import pytest
 from _viz_traces import PREFIX, make_request, seeded_hashes
 
 from kvlab.core.kv_cache_utils import make_block_hash_with_group_id
-from kvlab.trace import KVState, Recorder, Trace
+from kvlab.trace import EventKind, KVState, Recorder, Trace
 from kvlab.viz import build_hash_tree
 from kvlab.viz.hash_tree import cached_blocks_of
 
@@ -56,7 +56,10 @@ def test_positions_skip_stores_with_null_blocks() -> None:
 
 def test_cached_blocks_of_reads_the_cached_map(shared: Trace) -> None:
     assert cached_blocks_of(shared.state_at(20), 1) == {0: (2,)}
-    assert cached_blocks_of(shared.state_at(38), 1) == {}  # evicted at event 38
+    evicted = shared.find(EventKind.BLOCK_REMOVED)  # c's get_new_blocks evicts block 2
+    assert shared[evicted]["block_id"] == 2
+    assert cached_blocks_of(shared.state_at(evicted - 1), 1) == {0: (2,)}
+    assert cached_blocks_of(shared.state_at(evicted), 1) == {}
 
 
 def test_preorder_and_chain_ends(shared: Trace) -> None:

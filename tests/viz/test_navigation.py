@@ -11,24 +11,33 @@ K = EventKind
 
 
 def test_moves_on_the_shared_prefix_trace(shared: Trace) -> None:
-    # events: 0 STEP, 1-3 get_computed_blocks(a), 4-9 allocate_slots(a), 10-13 gcb(b), ...
+    # events: 0 STEP, 1-3 get_computed_blocks(a), 4-10 allocate_slots(a), 11-14 gcb(b), ...
+    gcb, alloc = shared.calls(request="a")[:2]
+    assert (gcb.name, gcb.begin, gcb.end) == ("get_computed_blocks", 1, 3)
+    assert (alloc.name, alloc.begin, alloc.end) == ("allocate_slots", 4, 10)
+    last = len(shared) - 1
     nav = Navigator(shared)
-    assert [nav.into(i) for i in (-1, 0, 61, 62)] == [0, 1, 62, 62]
-    assert [nav.over(i) for i in (-1, 0, 3, 5, 62)] == [0, 3, 9, 6, 62]
-    assert [nav.out(i) for i in (5, 8)] == [9, 9]
+    assert [nav.into(i) for i in (-1, 0, last - 1, last)] == [0, 1, last, last]
+    assert [nav.over(i) for i in (-1, 0, 3, 5, last)] == [0, 3, 10, 6, last]
+    assert [nav.out(i) for i in (5, 8)] == [10, 10]
     # outside every call (next is a STEP marker or opens a top-level call): stay put
-    assert [nav.out(i) for i in (-1, 0, 9)] == [-1, 0, 9]
-    assert [nav.back(i) for i in (-1, 0, 9)] == [-1, -1, 8]
-    assert [nav.back_over(i) for i in (9, 8, 3, -1)] == [3, 7, 0, -1]
+    assert [nav.out(i) for i in (-1, 0, 10)] == [-1, 0, 10]
+    assert [nav.back(i) for i in (-1, 0, 10)] == [-1, -1, 9]
+    assert [nav.back_over(i) for i in (10, 9, 3, -1)] == [3, 8, 0, -1]
 
 
 def test_jump_by_kind(shared: Trace) -> None:
     nav = Navigator(shared)
-    assert nav.next_kind(-1, K.BLOCK_REMOVED) == 38
-    assert nav.next_kind(38, "BLOCK_REMOVED") == 58
-    assert nav.next_kind(58, int(K.BLOCK_REMOVED)) == 58  # none after: stay
-    assert nav.prev_kind(58, K.BLOCK_REMOVED) == 38 and nav.prev_kind(38, K.BLOCK_REMOVED) == 38
-    assert nav.next_kind(-1, K.STEP) == 0 and nav.prev_kind(62, K.STEP) == 43
+    first, second = shared.filter(K.BLOCK_REMOVED).tolist()  # c evicts 2, d evicts 4
+    assert (shared[first]["block_id"], shared[second]["block_id"]) == (2, 4)
+    assert nav.next_kind(-1, K.BLOCK_REMOVED) == first
+    assert nav.next_kind(first, "BLOCK_REMOVED") == second
+    assert nav.next_kind(second, int(K.BLOCK_REMOVED)) == second  # none after: stay
+    assert nav.prev_kind(second, K.BLOCK_REMOVED) == first
+    assert nav.prev_kind(first, K.BLOCK_REMOVED) == first
+    last_step = shared.filter(K.STEP).tolist()[-1]
+    assert shared[last_step]["step"] == 4
+    assert nav.next_kind(-1, K.STEP) == 0 and nav.prev_kind(len(shared) - 1, K.STEP) == last_step
 
 
 def test_over_and_back_over_are_inverse_around_calls(shared: Trace, hybrid: Trace) -> None:
@@ -47,7 +56,7 @@ def _nested() -> Trace:
     rec = Recorder(initial_state=KVState.fresh(6))
     rec.begin_call("allocate_slots", "r", (0, 0, 0, 4, 0, 0, 0))  # 0
     rec.begin_call("remove_skipped_blocks", "r", (0,))  # 1
-    rec.free_blocks([])  # 2
+    rec.req_blocks_add("r", 0, [])  # 2: req_to_blocks["r"] created
     rec.end_call("remove_skipped_blocks", ())  # 3
     rec.popleft_n([1])  # 4
     rec.get_new_blocks([1])  # 5
@@ -71,8 +80,8 @@ def test_bad_input_is_refused(shared: Trace) -> None:
     nav = Navigator(shared)
     with pytest.raises(ValueError, match="unknown move 'sideways'"):
         nav.move("sideways", 0)
-    with pytest.raises(IndexError, match=r"outside \[-1, 63\)"):
-        nav.into(63)
+    with pytest.raises(IndexError, match=rf"outside \[-1, {len(shared)}\)"):
+        nav.into(len(shared))
     with pytest.raises(ValueError, match="unknown event kind 'NOPE'"):
         nav.next_kind(0, "NOPE")
     assert nav.move("over", 0) == 3

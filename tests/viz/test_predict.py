@@ -54,9 +54,13 @@ def _expected_hit(trace: Trace, ask: int, reveal: int) -> int | None:
     return hits * bs
 
 
+CLASSIC = ("evict", "hit", "popleft")
+"""The free-queue and lookup kinds (test_predict_decisions.py checks the others)."""
+
+
 def _check_points(trace: Trace) -> dict[str, int]:
-    points = quiz_points(trace)
-    counts = dict.fromkeys(PREDICT_KINDS, 0)
+    points = quiz_points(trace, CLASSIC)
+    counts = dict.fromkeys(CLASSIC, 0)
     for p in points:
         counts[p.kind] += 1
         assert 2 <= len(p.choices) <= 4 and len(set(p.choices)) == len(p.choices), p
@@ -67,7 +71,12 @@ def _check_points(trace: Trace) -> dict[str, int]:
             assert p.ask == p.reveal - 1 and trace[p.reveal].kind == K.POPLEFT_N
             assert _truth(p) == taken == state.free_queue_order()[: len(taken)], p
         elif p.kind == "evict":
-            popped = trace[p.ask]["block_ids"]  # the POPLEFT_N right before
+            # asked at get_new_blocks' POPLEFT_N; only the counts of the popped blocks without
+            # a hash (one merged GET_NEW_BLOCKS) come between it and the first eviction
+            assert trace[p.ask].kind == K.POPLEFT_N, p
+            between = [trace[j].kind for j in range(p.ask + 1, p.reveal)]
+            assert between in ([], [K.GET_NEW_BLOCKS]), p
+            popped = trace[p.ask]["block_ids"]
             first_cached = next(b for b in popped if state.block_hash[b] >= 0)
             assert _truth(p) == trace[p.reveal]["block_id"] == first_cached, p
             assert f"block {first_cached} " in p.explanation
@@ -85,28 +94,31 @@ def _check_points(trace: Trace) -> dict[str, int]:
 
 def test_shared_prefix_points_are_the_replayed_truths(shared: Trace) -> None:
     assert _check_points(shared) == {"evict": 2, "hit": 4, "popleft": 4}
-    points = quiz_points(shared)
+    points = quiz_points(shared, CLASSIC)
     got = [(p.kind, p.ask, p.reveal, _truth(p)) for p in points]
+    # evict: asked at the POPLEFT_N; c's get_new_blocks counts 5 ... 4 (GET_NEW_BLOCKS, 41)
+    # before it evicts block 2 (42); d's counts block 2 (63) before it evicts block 4 (64)
     assert got == [
-        ("hit", 0, 3, 0), ("popleft", 4, 5, [1, 2, 3]), ("hit", 9, 13, 8),
-        ("popleft", 16, 17, [4]), ("hit", 32, 35, 0), ("popleft", 36, 37, [5, 6, 7, 8, 9, 3, 4, 2]),
-        ("evict", 37, 38, 2), ("hit", 48, 52, 4), ("popleft", 56, 57, [2, 4]), ("evict", 57, 58, 4),
+        ("hit", 0, 3, 0), ("popleft", 5, 6, [1, 2, 3]), ("hit", 10, 14, 8),
+        ("popleft", 18, 19, [4]), ("hit", 34, 37, 0), ("popleft", 39, 40, [5, 6, 7, 8, 9, 3, 4, 2]),
+        ("evict", 40, 42, 2), ("hit", 52, 56, 4), ("popleft", 61, 62, [2, 4]), ("evict", 62, 64, 4),
     ]  # fmt: skip
     by_reveal = {p.reveal: p for p in points}
     # LRU distractors: the tail end (most recently freed) is offered, and is wrong.
-    assert [9, 8, 7] in by_reveal[5].values and by_reveal[5].choices[
-        by_reveal[5].answer
+    assert [9, 8, 7] in by_reveal[6].values and by_reveal[6].choices[
+        by_reveal[6].answer
     ] == "blocks 1, 2, 3"
-    assert "blocks 5, 6, 7, 8, 9, 3, 4" in by_reveal[38].explanation  # popped before, no hash
-    assert "block 1" in by_reveal[38].choices  # still cached in the free queue: not evicted
-    assert "the partial block" in by_reveal[13].explanation
-    assert "block 1's block_hash is not in cached_block_hash_to_block" in by_reveal[52].explanation
+    assert "blocks 5, 6, 7, 8, 9, 3, 4" in by_reveal[42].explanation  # popped before, no hash
+    assert "block 1" in by_reveal[42].choices  # still cached in the free queue: not evicted
+    assert "the partial block" in by_reveal[14].explanation
+    assert "block 1's block_hash is not in cached_block_hash_to_block" in by_reveal[56].explanation
 
 
 def test_hybrid_and_serving_points_are_the_replayed_truths(hybrid: Trace, serving: Trace) -> None:
     counts = _check_points(hybrid)
     assert counts == {"evict": 0, "hit": 2, "popleft": 8}  # its one eviction is evict_blocks'
-    (second,) = [p for p in quiz_points(hybrid, ["hit"]) if p.reveal == 39]
+    b_lookup = hybrid.calls("get_computed_blocks", request="b")[0]
+    (second,) = [p for p in quiz_points(hybrid, ["hit"]) if p.reveal == b_lookup.end]
     assert _truth(second) == 12 and "16 -> 12" in second.explanation  # sliding window cut it
     counts = _check_points(serving)
     assert min(counts.values()) >= 20, counts
@@ -134,7 +146,7 @@ def test_the_cap_and_disabled_caching_are_explained() -> None:
 
 def test_bad_kinds_are_refused_with_the_allowed_ones(shared: Trace, tmp_path: Path) -> None:
     for bad, error in ((["lru"], ValueError), ("popleft", TypeError), (["hit", "hit"], ValueError)):
-        with pytest.raises(error, match=r"\('evict', 'hit', 'popleft'\)"):
+        with pytest.raises(error, match=r"\('evict', 'fixed_point', 'hit', 'popleft', 'preempt', 'window'\)"):
             quiz_points(shared, bad)
         with pytest.raises(error, match="evict"):
             export_html(shared, tmp_path / "bad.html", predict=bad)
@@ -148,7 +160,7 @@ def test_export_inlines_the_questions(shared: Trace, tmp_path: Path) -> None:
     state = json.loads(state)
     assert state["predict"] == ["popleft", "evict"]
     assert state["quiz"] == [p.to_dict() for p in quiz_points(shared, ["popleft", "evict"])]
-    assert [q["reveal"] for q in state["quiz"]] == [5, 17, 37, 38, 57, 58]
+    assert [q["reveal"] for q in state["quiz"]] == [6, 19, 40, 42, 62, 64]
     plain = export_html(shared, tmp_path / "q.html").read_text()
     assert '"quiz":[]' in plain and '"predict":[]' in plain
 
@@ -163,8 +175,8 @@ def test_player_syncs_the_questions(shared: Trace) -> None:
     assert player.predict == ["hit"] and player.trait_metadata("quiz", "sync") is True
     assert player.get_state()["quiz"] == [p.to_dict() for p in quiz_points(shared, ["hit"])]
     player.predict = ["evict"]
-    assert [q["reveal"] for q in player.quiz] == [38, 58]
-    with pytest.raises(traitlets.TraitError, match=r"\('evict', 'hit', 'popleft'\)"):
+    assert [q["reveal"] for q in player.quiz] == [42, 64]
+    with pytest.raises(traitlets.TraitError, match=r"\('evict', 'fixed_point', 'hit', 'popleft', 'preempt',"):
         player.predict = ["next_block"]
     assert player.predict == ["evict"] and len(player.quiz) == 2  # unchanged
     with pytest.raises(traitlets.TraitError, match="popleft"):
@@ -176,10 +188,14 @@ def test_player_syncs_the_questions(shared: Trace) -> None:
 def test_js_quiz_stops_scores_and_truths(
     shared: Trace, hybrid: Trace, serving: Trace, tmp_path: Path
 ) -> None:
+    from test_predict_decisions import preempting_trace
+
     cases = [
         {"name": name, "trace": encode_trace(t), "quiz": [p.to_dict() for p in quiz_points(t)]}
-        for name, t in (("shared_prefix", shared), ("hybrid", hybrid), ("serving", serving))
+        for name, t in (("shared_prefix", shared), ("hybrid", hybrid), ("serving", serving),
+                        ("preempting", preempting_trace()))
     ]
+    assert {q["kind"] for c in cases for q in c["quiz"]} == set(PREDICT_KINDS)
     fixture = tmp_path / "fixture.json"
     fixture.write_text(json.dumps({"cases": cases}))
     proc = subprocess.run(
@@ -191,4 +207,4 @@ def test_js_quiz_stops_scores_and_truths(
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "# fail 0" in proc.stdout and "# pass 16" in proc.stdout, proc.stdout[-2000:]
+    assert "# fail 0" in proc.stdout and "# pass 21" in proc.stdout, proc.stdout[-2000:]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from _browser import SKIP_REASON, browser_page, click_move, read_player, wait_index
 
-from kvlab.trace import Trace
+from kvlab.trace import EventKind, Trace
 from kvlab.viz import export_html, quiz_points
 
 pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
@@ -30,7 +30,9 @@ def test_exported_page_asks_then_reveals_offline(shared: Trace, tmp_path: Path) 
     kinds = ("popleft", "evict", "hit")
     points = quiz_points(shared, kinds)
     hit, popleft = points[0], points[1]  # get_computed_blocks of 'a', then its popleft_n(3)
-    assert (hit.kind, hit.ask, hit.reveal, popleft.kind, popleft.ask) == ("hit", 0, 3, "popleft", 4)
+    assert (hit.kind, hit.ask, hit.reveal, popleft.kind, popleft.ask) == ("hit", 0, 3, "popleft", 5)
+    # between them: allocate_slots' CALL_BEGIN (4), then req_to_blocks['a'] created empty (5)
+    assert [shared[i].kind for i in (4, 5)] == [EventKind.CALL_BEGIN, EventKind.REQ_BLOCKS_ADDED]
     page_path = export_html(shared, tmp_path / "predict.html", predict=kinds)
     with browser_page() as (page, guard):
         errors: list[str] = []
@@ -71,7 +73,10 @@ def test_exported_page_asks_then_reveals_offline(shared: Trace, tmp_path: Path) 
         assert score.inner_text() == f"predict: 0 right of 1 answered · {len(points) - 1} to go"
 
         page.keyboard.press("ArrowRight")  # keys still step after the click: onto the CALL_BEGIN
+        wait_index(page, ROOT, popleft.ask - 1)
+        page.keyboard.press("ArrowRight")  # onto the empty REQ_BLOCKS_ADDED: nothing asked yet
         wait_index(page, ROOT, popleft.ask)
+        assert quiz_box.is_hidden()
         page.keyboard.press("ArrowRight")  # would pop: asked
         quiz_box.wait_for(state="visible")
         assert popleft.question in _quiz_text(page)

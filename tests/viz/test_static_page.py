@@ -97,11 +97,13 @@ def _chip_id(chip: _Node) -> int:
 
 @pytest.mark.skipif(BROWSER is None, reason="no Chromium to load the page")
 def test_players_draw_the_replayed_state(shared: Trace, hybrid: Trace, tmp_path: Path) -> None:
+    touched = shared.find(EventKind.TOUCH, step=4)  # d's hit on block 1
+    first_decode = hybrid.calls("allocate_slots", request="b")[1]
     cases = [
         ("p-s20", shared, 20),
-        ("p-s55", shared, 55),
+        ("p-touch", shared, touched),
         ("p-s62", shared, 62),
-        ("p-h70", hybrid, 70),
+        ("p-decode", hybrid, first_decode.end),
     ]
     body = "".join(player_html(t, element_id=eid, index=i) for eid, t, i in cases)
     page = tmp_path / "players.html"
@@ -126,7 +128,7 @@ def test_players_draw_the_replayed_state(shared: Trace, hybrid: Trace, tmp_path:
         kinds = collections.Counter(trace[j].kind.name for j in range(len(trace)))
         assert offered == [(k.name, f"{k.name} ({kinds[k.name]:,})") for k in EventKind
                            if kinds[k.name]], eid  # fmt: skip
-    (source,) = tree.by_id("p-s55").by_class("kvlab-source")  # event 55 is a TOUCH
+    (source,) = tree.by_id("p-touch").by_class("kvlab-source")
     (link,) = source.find_all(lambda n: n.tag == "a")
     assert source.text() == "mirrors vllm/v1/core/block_pool.py::BlockPool.touch"
     assert link.attrs["href"] == (
@@ -135,8 +137,8 @@ def test_players_draw_the_replayed_state(shared: Trace, hybrid: Trace, tmp_path:
     # a hybrid trace (fixed-point turns) shows the fixed-point panel unasked; the other does not
     shown = {eid: [p.attrs["data-view"] for p in tree.by_id(eid).by_class("kvlab-panel")
                    if "hidden" not in p.attrs] for eid, _, _ in cases}  # fmt: skip
-    assert "fixed_point" in shown["p-h70"] and "fixed_point" not in shown["p-s20"]
-    (panel,) = [p for p in tree.by_id("p-h70").by_class("kvlab-panel")
+    assert "fixed_point" in shown["p-decode"] and "fixed_point" not in shown["p-s20"]
+    (panel,) = [p for p in tree.by_id("p-decode").by_class("kvlab-panel")
                 if p.attrs.get("data-view") == "block_table"]  # fmt: skip
     (table,) = panel.by_class("kvlab-table")
     rows = [
@@ -149,7 +151,7 @@ def test_players_draw_the_replayed_state(shared: Trace, hybrid: Trace, tmp_path:
     ]
 
 
-# The moves pressed on the exported page, from event 20 of the shared-prefix trace: through
+# The moves pressed on the exported page, from the end of b's allocate_slots: through
 # b's free (appends), c's allocation (popleft_n, an eviction), back again, and into d's hit.
 MOVES = ["into", "over", "over", "back", "back_over", "over", "over", "over", "over", "into",
          "back", "over", "over", "over", "over"]  # fmt: skip
@@ -158,15 +160,16 @@ MOVES = ["into", "over", "over", "back", "back_over", "over", "over", "over", "o
 @pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
 def test_exported_page_steps_offline(shared: Trace, tmp_path: Path) -> None:
     requests = ["a", "b", "c", "d"]
+    start = shared.calls("allocate_slots", request="b")[0].end
     page_path = export_html(
-        shared, tmp_path / "t.html", index=20, views=["free_queue", "hash_chain"],
+        shared, tmp_path / "t.html", index=start, views=["free_queue", "hash_chain"],
         requests=requests,
     )  # fmt: skip
     nav, root = Navigator(shared), "#kvlab-player"
     seen_queues = set()
     with browser_page() as (page, guard):
         page.goto(page_path.as_uri())
-        i = 20
+        i = start
         for move in [None, *MOVES]:
             if move is not None:
                 click_move(page, root, move)

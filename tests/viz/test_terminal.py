@@ -8,7 +8,7 @@ import re
 import pytest
 from rich.console import Console
 
-from kvlab.trace import Trace
+from kvlab.trace import EventKind, Trace
 from kvlab.viz import (
     render_allocate_slots,
     render_block_table,
@@ -22,6 +22,14 @@ from kvlab.viz import (
 )
 
 WIDE = 2000  # no wrapping: one line per row
+K = EventKind
+
+
+def _touched(hybrid: Trace) -> int:
+    """The hybrid trace's TOUCH of block 3: b's last full-attention hit is counted."""
+    i = hybrid.find(K.TOUCH, block_id=3)
+    assert i is not None and hybrid.payload(i) == [3]
+    return i
 
 
 def _queue_ids(text: str) -> tuple[list[int], int]:
@@ -56,7 +64,8 @@ def test_pool_grid_marks_ref_cnt_and_status(shared: Trace) -> None:
 
 
 def test_pool_grid_sections_per_group(hybrid: Trace) -> None:
-    lines = to_text(render_pool_grid(hybrid, 59, legend=False), WIDE).splitlines()
+    end = hybrid.calls("allocate_slots", request="b")[0].end
+    lines = to_text(render_pool_grid(hybrid, end, legend=False), WIDE).splitlines()
     g0 = lines[lines.index("group 0 · FullAttention") + 1]
     g1 = lines[lines.index("group 1 · SlidingWindow (window 8)") + 1]
     assert [int(x) for x in re.findall(r"\d+", g0.replace("¹", ""))] == [1, 2, 3, 4, 9, 10]
@@ -79,13 +88,14 @@ def test_colours_reach_the_terminal(shared: Trace) -> None:
 
 
 def test_block_table_rows(hybrid: Trace) -> None:
-    text = to_text(render_block_table(hybrid, 70), WIDE)
+    first_decode = hybrid.calls("allocate_slots", request="b")[1]
+    text = to_text(render_block_table(hybrid, first_decode.end), WIDE)
     rows = [re.findall(r"\d+∅?", line) for line in text.splitlines() if line.startswith("│ b")]
     assert rows == [
         ["0", "1", "2", "3", "9", "10", "13"],
         ["1", "0∅", "0∅", "0∅", "11", "12", "14"],
     ]
-    narrow = to_text(render_block_table(hybrid, 70, max_columns=4), WIDE)
+    narrow = to_text(render_block_table(hybrid, first_decode.end, max_columns=4), WIDE)
     assert "+2" in narrow
     assert "no request holds blocks" in to_text(render_block_table(hybrid, -1))
 
@@ -95,28 +105,31 @@ def test_hash_chain_lines(shared: Trace) -> None:
     lines = to_text(render_hash_chain(shared, 30), WIDE).splitlines()
     assert lines[1] == f"NONE_HASH ─ [0-1]  {hexes[0]} ✓1  →  {hexes[1]} ✓2   ⟵ a, b, d"
     assert lines[2].startswith(f"NONE_HASH ─ [0-6]  {hexes[2]} ✗ ") and lines[2].endswith("⟵ c")
-    only_c = to_text(render_hash_chain(shared, 62, ["c"]), WIDE)
-    # c's blocks 5 6 7 8 9 3 are cached; its last block (4) was evicted at event 58
+    only_c = to_text(render_hash_chain(shared, len(shared) - 1, ["c"]), WIDE)
+    # c's blocks 5 6 7 8 9 3 are cached; its last block (4) was evicted by d's get_new_blocks
+    assert shared[shared.filter(K.BLOCK_REMOVED)[-1]]["block_id"] == 4
     assert "a, b, d" not in only_c and only_c.count("✓") == 6 + 1  # + the legend's ✓
 
 
 def test_hash_chain_marks_groups_of_a_hybrid_hit(hybrid: Trace) -> None:
-    text = to_text(render_hash_chain(hybrid, 45), WIDE)
+    text = to_text(render_hash_chain(hybrid, _touched(hybrid)), WIDE)
     h3 = hybrid.tables.hash_bytes(3)[:4].hex()
     assert f"{h3} ✓4/✗" in text  # cached in group 0 (block 4), evicted from group 1
     assert "⟵ a" in text and "⟵ b" in text
 
 
 def test_fixed_point_table(hybrid: Trace, shared: Trace) -> None:
-    text = to_text(render_fixed_point(hybrid, 45), WIDE)
-    assert "get_computed_blocks [b] at event #29" in text
+    text = to_text(render_fixed_point(hybrid, _touched(hybrid)), WIDE)
+    lookup = hybrid.calls("get_computed_blocks", request="b")[0]
+    assert f"get_computed_blocks [b] at event #{lookup.begin}" in text
     assert "19 → 16 ✂" in text and "16 → 12 ✂" in text
     # Under each in → out: the blocks that group's hit holds (∅ = null_block, block 0).
     lines = text.splitlines()
     turn = next(k for k, line in enumerate(lines) if "19 → 16 ✂" in line)
     assert [c.strip() for c in lines[turn + 1].split("│")[2:4]] == ["[1 2 3 4]", "[∅ 6 7]"]
     assert "num_new_computed_tokens = 12" in text
-    assert "no fixed point" in to_text(render_fixed_point(shared, 50))
+    d_lookup = shared.calls("get_computed_blocks", request="d")[0]
+    assert "no fixed point" in to_text(render_fixed_point(shared, d_lookup.begin + 1))
 
 
 def test_fixed_point_table_of_an_old_trace_has_no_block_line() -> None:
@@ -133,30 +146,36 @@ def test_fixed_point_table_of_an_old_trace_has_no_block_line() -> None:
 
 
 def test_allocate_slots_anatomy(hybrid: Trace) -> None:
-    lines = to_text(render_allocate_slots(hybrid, 45, max_width=40), WIDE).splitlines()
-    assert lines[0] == "allocate_slots [b] at event #40 · allocated, num_blocks_to_allocate = 9"
+    view = render_allocate_slots(hybrid, _touched(hybrid), max_width=40)
+    lines = to_text(view, WIDE).splitlines()
+    begin = hybrid.calls("allocate_slots", request="b")[0].begin
+    assert lines[0] == (
+        f"allocate_slots [b] at event #{begin} · allocated, num_blocks_to_allocate = 9"
+    )
     assert lines[1].rstrip() == "▏+++" * 3 + "▏###▏###"  # 5 blocks of 4 characters each
     assert lines[2].split() == ["0", "1", "2", "3", "4"]
     assert " new_comp  12 tokens: prefix-cache hit" in lines[3] and " new  8 tokens:" in lines[3]
 
 
 def test_events_window_highlights_the_cursor(shared: Trace) -> None:
-    lines = to_text(render_events(shared, 55, 2, 1), WIDE).splitlines()
-    assert lines[0] == "events 53..56 of 63"
-    assert lines[3].startswith("▶ #55 step 4   TOUCH") and len(lines) == 5
+    touched = shared.find(K.TOUCH, step=4)  # d's hit on block 1
+    lines = to_text(render_events(shared, touched, 2, 1), WIDE).splitlines()
+    assert lines[0] == f"events {touched - 2}..{touched + 1} of {len(shared)}"
+    assert lines[3].startswith(f"▶ #{touched} step 4   TOUCH") and len(lines) == 5
     assert "before event 0" in to_text(render_events(shared, -1))
 
 
 def test_render_state_has_every_view(hybrid: Trace) -> None:
-    text = to_text(render_state(hybrid, 45), 120)
+    i = _touched(hybrid)
+    text = to_text(render_state(hybrid, i), 120)
     for part in (
-        "event 45 of 95",
+        f"event {i} of {len(hybrid)}",
         "free_block_queue",
         "block table",
         "allocate_slots [b]",
         "hybrid fixed point",
         "hash chains",
-        "events 39..51",
+        f"events {i - 6}..{i + 6}",
     ):
         assert part in text, part
     assert (
@@ -164,7 +183,7 @@ def test_render_state_has_every_view(hybrid: Trace) -> None:
         == "cache design: vLLM V1 (BlockPool + FreeKVCacheBlockQueue, kvlab.core)"
     )
     with pytest.raises(IndexError):
-        render_state(hybrid, 95)
+        render_state(hybrid, len(hybrid))
 
 
 def test_hash_chain_node_budget(shared: Trace) -> None:
@@ -174,8 +193,9 @@ def test_hash_chain_node_budget(shared: Trace) -> None:
 
 
 def test_block_table_shows_an_empty_block_list(hybrid: Trace) -> None:
-    # event 45: b's sliding-window list was created empty (event 41), group 0 not yet added
-    text = to_text(render_block_table(hybrid, 45), WIDE)
+    # b's touches: both of its lists exist (created empty by the defaultdict), none filled yet
+    text = to_text(render_block_table(hybrid, _touched(hybrid)), WIDE)
+    assert re.search(r"│ b\s+│ 0\s+│ \(empty\) │", text)
     assert re.search(r"│ b\s+│ 1\s+│ \(empty\) │", text)
 
 

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from kvlab.trace import Trace
+from kvlab.trace import EventKind, Trace
 from kvlab.viz import (
     render_allocate_slots,
     render_block_table,
@@ -29,16 +29,25 @@ def _piped(renderable: object, width: int = 80) -> str:
     return out.getvalue()
 
 
+def _touched(hybrid: Trace) -> int:
+    """The hybrid trace's TOUCH of block 3 (inside b's allocate_slots, after its lookup)."""
+    i = hybrid.find(EventKind.TOUCH, block_id=3)
+    assert i is not None
+    return i
+
+
 def test_no_view_writes_escape_codes_or_passes_80_columns(hybrid: Trace, shared: Trace) -> None:
+    i = _touched(hybrid)
+    first_decode = hybrid.calls("allocate_slots", request="b")[1]
     views = [
-        render_pool_grid(hybrid, 45),
-        render_free_queue(hybrid, 45),
-        render_block_table(hybrid, 70),
-        render_allocate_slots(hybrid, 45),
-        render_fixed_point(hybrid, 45),
-        render_hash_chain(hybrid, 45),
-        render_events(shared, 55),
-        render_state(hybrid, 45),
+        render_pool_grid(hybrid, i),
+        render_free_queue(hybrid, i),
+        render_block_table(hybrid, first_decode.end),
+        render_allocate_slots(hybrid, i),
+        render_fixed_point(hybrid, i),
+        render_hash_chain(hybrid, i),
+        render_events(shared, shared.find(EventKind.TOUCH, step=4)),
+        render_state(hybrid, i),
     ]
     for view in views:
         text = _piped(view)
@@ -47,8 +56,8 @@ def test_no_view_writes_escape_codes_or_passes_80_columns(hybrid: Trace, shared:
 
 
 def test_allocate_slots_ruler_shows_each_segment_by_its_symbol(hybrid: Trace) -> None:
-    lines = _piped(render_allocate_slots(hybrid, 45)).splitlines()
-    # event 45's call: 12 new_comp tokens (3 blocks) then 8 new tokens (2 blocks), block_size 4
+    lines = _piped(render_allocate_slots(hybrid, _touched(hybrid))).splitlines()
+    # b's call: 12 new_comp tokens (3 blocks) then 8 new tokens (2 blocks), block_size 4
     bar = lines[1].rstrip()
     blocks = bar.split("▏")[1:]
     assert len(blocks) == 5 and len({len(b) for b in blocks}) == 1
@@ -65,16 +74,17 @@ def test_hash_chain_legend_names_hit_only_when_something_hits(
 ) -> None:
     cold = _piped(render_hash_chain(shared, -1))  # nothing is cached before event 0
     assert "cached: hit" not in cold and "✗ not cached: miss" in cold and "✓" not in cold
-    warm = _piped(render_hash_chain(hybrid, 45))
+    warm = _piped(render_hash_chain(hybrid, _touched(hybrid)))
     assert "✓ cached: hit" in warm and "✓1/5" in warm  # block 1 (group 0) / 5 (group 1)
 
 
 def test_titles_survive_80_columns(hybrid: Trace) -> None:
-    flat = " ".join(_piped(render_state(hybrid, 45)).split())
+    flat = " ".join(_piped(render_state(hybrid, _touched(hybrid))).split())
+    lookup, alloc = hybrid.calls(request="b")[:2]
     for title in (
         "free_block_queue · 28 blocks · popleft takes from the left (least recently freed first)",
-        "hybrid fixed point · get_computed_blocks [b] at event #29",
-        "allocate_slots [b] at event #40 · allocated, num_blocks_to_allocate = 9",
+        f"hybrid fixed point · get_computed_blocks [b] at event #{lookup.begin}",
+        f"allocate_slots [b] at event #{alloc.begin} · allocated, num_blocks_to_allocate = 9",
         "hash chains (block_hash, short hex) ·",
     ):
         assert title in flat, title

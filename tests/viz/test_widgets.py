@@ -33,18 +33,25 @@ def test_stepping_moves_the_synced_index(shared: Trace) -> None:
     player = TracePlayer(shared)
     assert [player.step_over(), player.step_over(), player.step_into()] == [0, 3, 4]
     assert player.get_state("index") == {"index": 4}
-    assert player.step_out() == 9 and player.back_over() == 3 and player.back() == 2
-    assert player.next_kind("BLOCK_REMOVED") == 38 and player.prev_kind(EventKind.STEP) == 27
+    a_alloc = shared.calls("allocate_slots", request="a")[0]
+    assert a_alloc.begin == 4
+    assert player.step_out() == a_alloc.end and player.back_over() == 3 and player.back() == 2
+    evicted = shared.find(EventKind.BLOCK_REMOVED)
+    step_3 = shared.find(EventKind.STEP, step=3)
+    assert player.next_kind("BLOCK_REMOVED") == evicted
+    assert player.prev_kind(EventKind.STEP) == step_3
     player.jump_kind = "LOOKED_UP"
-    assert player.next_kind() == 34  # c's lookup after the STEP at 27
+    c_lookup = shared.calls("get_computed_blocks", request="c")[0]
+    assert player.next_kind() == c_lookup.begin + 1  # c's lookup after the STEP of step 3
     assert player.seek(-1) == -1
 
 
 def test_state_follows_the_cursor(shared: Trace) -> None:
-    player = TracePlayer(shared, index=62)
+    last = len(shared) - 1
+    player = TracePlayer(shared, index=last)
     assert (
         player.state.free_queue_order()
-        == shared.state_at(62).free_queue_order()
+        == shared.state_at(last).free_queue_order()
         == [3, 9, 8, 7, 6, 5]
     )
     assert player.event.kind is EventKind.CALL_END
@@ -83,7 +90,6 @@ def test_play_and_pause_only_set_traits(shared: Trace) -> None:
 @pytest.mark.parametrize(
     ("name", "value", "match"),
     [
-        ("index", 63, r"index must be in \[-1, 63\)"),
         ("index", -2, "index must be in"),
         ("speed", 0.0, "speed must be in"),
         ("views", ["pool", "pool"], "views must be distinct"),
@@ -102,6 +108,14 @@ def test_bad_values_raise_and_change_nothing(
     before = player.get_state()
     with pytest.raises(traitlets.TraitError, match=match):
         setattr(player, name, value)
+    assert player.get_state() == before
+
+
+def test_an_index_past_the_end_is_refused(shared: Trace) -> None:
+    player = TracePlayer(shared, index=5)
+    before = player.get_state()
+    with pytest.raises(traitlets.TraitError, match=rf"index must be in \[-1, {len(shared)}\)"):
+        player.index = len(shared)
     assert player.get_state() == before
 
 
