@@ -2,6 +2,7 @@
 
     kvlab whatif TRACE --format mooncake --capacity-tokens 1e4,1e5,1e6 [--block-size 16,512]
                  [--caches vllm,nano-vllm,radix] --json OUT.json [--svg CURVE.svg] [--png CURVE.png]
+                 [--stream]
 
 Prints a table and writes ``{"results": [{"cache", "capacity_tokens", "block_size",
 "hit_rate", "hit_tokens", "prompt_tokens", "evicted_blocks", "preemptions", ...}, ...]}``
@@ -15,7 +16,10 @@ Scheduler at the trace's timestamps (kvlab.traffic.timed; rows add timing and pr
 with status 2 before any work. Each output file (``--json``, ``--svg``, ``--png``) is written
 atomically (temporary file, then rename) with the user's normal file mode (0666 minus the
 umask), and the command says where it wrote it. Caches are named as everywhere in kvlab: vllm,
-nano-vllm (``nano`` is accepted too) and radix.
+nano-vllm (``nano`` is accepted too) and radix. A Mooncake trace too big to hold (over
+``kvlab.traffic.mooncake.MAX_READ_MEMORY`` to read whole) is refused before reading, saying how
+much it would need; ``--stream`` replays it one request at a time in bounded memory
+(kvlab.traffic.stream: vllm and radix, sequence clock).
 """
 
 from __future__ import annotations
@@ -62,9 +66,18 @@ def _check_block_size(fmt: str, block_size: int) -> None:
 
 
 def _load_requests(trace: Path, fmt: str, limit: int | None) -> list:
-    """TRACE read as ``--format`` says; a bad file exits 1 naming the line and what is allowed."""
+    """TRACE read as ``--format`` says; a bad file exits 1 naming the line and what is allowed.
+    A Mooncake trace too big to hold is refused before reading, pointing at --stream."""
     from kvlab.traffic import load_traffic
+    from kvlab.traffic import mooncake
 
+    need = trace.stat().st_size * mooncake.READ_BYTES_PER_FILE_BYTE
+    if fmt == "mooncake" and limit is None and need > mooncake.MAX_READ_MEMORY:
+        raise click.ClickException(
+            f"{trace}: reading this trace whole would take about {need / 2**30:.1f} GiB of "
+            f"memory, over the {mooncake.MAX_READ_MEMORY / 2**30:.1f} GiB kvlab allows; add "
+            "--stream to replay it one request at a time in bounded memory (caches vllm and "
+            "radix), or --limit N for its first N requests")  # fmt: skip
     try:
         return load_traffic(trace, fmt, limit)
     except (ValueError, ImportError) as exc:
@@ -256,12 +269,15 @@ def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
 @click.option("--save", "save_trace_to", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Save the vLLM run at --trace-at as a kvlab trace (.kvtrace) "
               "for kvlab trace show and the TracePlayer.")
+@click.option("--stream", is_flag=True,
+              help="Read a Mooncake TRACE one request at a time: bounded memory for a trace "
+              "too big to hold (caches vllm and radix, sequence clock).")
 @click.option("--no-progress", is_flag=True,
               help="No progress bars (they show only when stderr is a terminal anyway).")
 def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches: str,
            clock: str, limit: int | None, json_out: Path | None, svg: Path | None,
            png: Path | None, top_prefixes: int | None, trace_at: float | None,
-           explain_index: int | None, save_trace_to: Path | None,
+           explain_index: int | None, save_trace_to: Path | None, stream: bool,
            no_progress: bool) -> None:  # fmt: skip
     """Hit rate of TRACE at each capacity, per cache (and the infinite-cache maximum)."""
     from kvlab.traffic import sweep, sweep_rows
@@ -283,6 +299,11 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
                                  param_hint="--json")  # fmt: skip
     _check_images(svg, png)
     trace_cap = _check_trace_at(trace_at, explain_index, save_trace_to, sizes[0])
+    if stream:
+        _check_stream(fmt, clock, names, top_prefixes, trace_cap)
+        num, results = _stream(trace, names, caps, sizes, limit, no_progress)
+        _report(trace, num, sizes, sweep_rows(results), json_out, svg, png)
+        return
     reqs = _load_requests(trace, fmt, limit)
     if explain_index is not None and explain_index >= len(reqs):
         raise click.BadParameter(f"request {explain_index} is outside the trace; allowed: "
@@ -292,14 +313,55 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str, block_size: str, caches:
                         progress=False if no_progress else None, clock=clock)
     except ValueError as exc:  # NOTE: a block size not dividing a kvevents recording's
         raise click.ClickException(str(exc)) from None
-    rows = sweep_rows(results)
+    rows = _report(trace, len(reqs), sizes, sweep_rows(results), None, None, None)
+    progress = False if no_progress else None
+    _insights(reqs, sizes[0], top_prefixes, trace_cap, explain_index, save_trace_to, progress)
+    _write_outputs(rows, _title(trace, len(reqs), sizes), json_out, svg, png)
+
+
+def _title(trace: Path, num: int, sizes: list[int]) -> str:
+    return f"{trace.name}: {num:,} requests, block size {', '.join(str(bs) for bs in sizes)}"
+
+
+def _report(trace: Path, num: int, sizes: list[int], rows: list[dict], json_out: Path | None,
+            svg: Path | None, png: Path | None) -> list[dict]:  # fmt: skip
+    """The table (and the files asked for) of the result rows, one name per cache."""
     canonical = {v: k for k, v in _LIBRARY_NAME.items()}
     for row in rows:  # NOTE: one name for each cache in every output (table, JSON, plot)
         row["cache"] = canonical.get(row["cache"], row["cache"])
-    bs_text = ", ".join(str(bs) for bs in sizes)
-    title = f"{trace.name}: {len(reqs):,} requests, block size {bs_text}"
     _print_table(_("{trace}: {requests} requests, block size {block_sizes}").format(
-        trace=trace.name, requests=f"{len(reqs):,}", block_sizes=bs_text), rows)
-    progress = False if no_progress else None
-    _insights(reqs, sizes[0], top_prefixes, trace_cap, explain_index, save_trace_to, progress)
-    _write_outputs(rows, title, json_out, svg, png)
+        trace=trace.name, requests=f"{num:,}",
+        block_sizes=", ".join(str(bs) for bs in sizes)), rows)  # fmt: skip
+    _write_outputs(rows, _title(trace, num, sizes), json_out, svg, png)
+    return rows
+
+
+def _check_stream(fmt: str, clock: str, names: list[str], top: int | None,
+                  trace_cap: int | None) -> None:  # fmt: skip
+    """--stream replays a Mooncake file on the sequence clock through vllm and radix only."""
+    if fmt != "mooncake":
+        raise click.BadParameter(f"--stream reads Mooncake traces only, got --format {fmt}; "
+                                 "allowed: mooncake", param_hint="--format")  # fmt: skip
+    if clock != "sequence":
+        raise click.BadParameter(f"--stream replays on the sequence clock only, got {clock!r}; "
+                                 "allowed: sequence", param_hint="--clock")  # fmt: skip
+    bad = [n for n in names if n not in ("vllm", "radix")]
+    if bad:
+        raise click.BadParameter(f"{bad[0]} cannot be streamed (it hashes every synthesized "
+                                 "token); allowed with --stream: vllm, radix",
+                                 param_hint="--caches")  # fmt: skip
+    if top is not None or trace_cap is not None:
+        raise click.UsageError("--top-prefixes, --trace-at, --explain and --save look back over "
+                               "the whole request list, which --stream does not keep; run them "
+                               "with --limit N instead of --stream")  # fmt: skip
+
+
+def _stream(trace: Path, names: list[str], caps: list[int], sizes: list[int],
+            limit: int | None, no_progress: bool) -> tuple[int, list]:  # fmt: skip
+    from kvlab.traffic.stream import sweep_mooncake_stream
+
+    try:
+        return sweep_mooncake_stream(trace, names, caps, sizes, limit,
+                                     progress=False if no_progress else None)  # fmt: skip
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None

@@ -9,7 +9,8 @@
   ``replay_timed`` on the "timed" clock (arrivals at the trace's timestamps through kvlab's
   Scheduler, vLLM only; ``TimedResult``);
   ``sweep`` does it at every (block size, cache, capacity) and ``hit_rate_figure`` draws the
-  hit-rate-vs-capacity curve (matplotlib).
+  hit-rate-vs-capacity curve (matplotlib); ``sweep_mooncake_stream`` does the same over a
+  Mooncake file too big to hold, one request at a time (``iter_mooncake``: bounded memory).
 * ``top_prefixes``, ``explain_request`` and ``record_vllm`` look inside one run: the most reused
   prefixes, why one request's hit stopped, a kvlab trace for the player.
 
@@ -45,6 +46,7 @@ from kvlab.traffic.mooncake import (
 )
 from kvlab.traffic.plot import IMAGE_FORMATS, hit_rate_figure, save_figure
 from kvlab.traffic.replay import CACHES, ReplayResult, infinite_hits, replay_sequence
+from kvlab.traffic.stream import sweep_mooncake_stream
 from kvlab.traffic.sweep import CLOCKS, sweep, sweep_rows
 from kvlab.traffic.timed import ServiceModel, TimedResult, replay_timed
 
@@ -53,6 +55,7 @@ __all__ = [
     "PrefixReuse", "ReplayResult", "RequestExplanation", "ServiceModel", "TimedResult",
     "TrafficRequest", "explain_request", "hit_rate_figure", "infinite_hits", "load_traffic",
     "iter_mooncake", "prepare_blocks", "progress_iter", "read_mooncake", "read_mooncake_lines",
-    "record_vllm", "replay_sequence", "replay_timed", "save_figure", "sweep", "sweep_rows", "synthesize_tokens",
-    "top_prefixes", "traffic_from_kv_events", "traffic_from_workload",
+    "record_vllm", "replay_sequence", "replay_timed", "save_figure", "sweep",
+    "sweep_mooncake_stream", "sweep_rows", "synthesize_tokens", "top_prefixes",
+    "traffic_from_kv_events", "traffic_from_workload",
 ]  # fmt: skip
