@@ -12,9 +12,11 @@ in this process (one thread per rank). On a schedule scaled to ``--minutes`` (60
   the replay buffer holds: what replay can no longer give must be reported missing.
 
 Every batch is checked against its seq (the hashes name rank, restart epoch and seq), and at the
-end each (rank, epoch) is balanced: published = handed on + reported missing (+ unaccounted,
-which must be 0). Memory (RSS) of this process is sampled every 10 s. Results go to
-``benchmarks/results/soak_kv_events.md`` (+ ``.json``).
+end each (rank, epoch) is balanced: published = handed on + reported missing + unaccounted
+(must be 0) + the tail after the last batch the follower saw (sent in a publisher's last moments
+and never asked for: unknowable, since vLLM closes its PUB socket with linger 0). Memory (RSS) of this process is sampled every 10 s. Results go to
+``benchmarks/results/soak_kv_events.md`` (+ ``.json``); ``--from-json`` rewrites the Markdown
+from a run's JSON.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/soak_kv_events.py --minutes 60
 """
@@ -73,6 +75,7 @@ class Follower(threading.Thread):
         self.epoch = 0
         self.delivered: dict[int, int] = {0: 0}
         self.missing: dict[int, int] = {0: 0}
+        self.last_seq: dict[int, int] = {}  # NOTE: per epoch, the highest seq handed on
         self.wrong = 0  # batches whose content does not match their seq
         self.totals = {"duplicates": 0, "gaps": 0, "recovered": 0, "garbage": 0,
                        "replay_requests": 0, "restarts": 0}  # fmt: skip
@@ -155,6 +158,7 @@ class Follower(threading.Thread):
         if (rank, epoch, s) != (self.rank, self.epoch, seq):
             self.wrong += 1
         self.delivered[self.epoch] = self.delivered.get(self.epoch, 0) + 1
+        self.last_seq[self.epoch] = max(self.last_seq.get(self.epoch, -1), seq)
 
 
 class Soak:
@@ -246,7 +250,11 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=200.0, help="batches per second per rank")
     ap.add_argument("--python", default="/work/ovenv/bin/python", help="the vLLM environment")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "soak_kv_events")
+    ap.add_argument("--from-json", type=Path, help="only rewrite the Markdown from this JSON")
     args = ap.parse_args()
+    if args.from_json:
+        args.out.with_suffix(".md").write_text(markdown(json.loads(args.from_json.read_text())))
+        return
     soak = Soak(args)
     try:
         soak.run()
@@ -262,9 +270,10 @@ def report(args, followers, work, samples, done, total) -> None:  # type: ignore
             pub = json.loads(log.read_text())
             e = pub["epoch"]
             got, lost = f.delivered.get(e, 0), f.missing.get(e, 0)
+            end = max(f.last_seq.get(e, -1) + 1, got + lost)  # NOTE: seqs the follower knew of
             rows.append({"rank": rank, "epoch": e, "published": pub["published"], "handed_on": got,
-                         "reported_missing": lost,
-                         "unaccounted": pub["published"] - got - lost})  # fmt: skip
+                         "reported_missing": lost, "unaccounted": end - got - lost,
+                         "tail_after_last_seen": pub["published"] - end})  # fmt: skip
     steady = [s["rss_mb"] for s in samples if s["t"] >= 300]
     first = [s["rss_mb"] for s in samples if 300 <= s["t"] < 900]
     last = [s["rss_mb"] for s in samples if s["t"] >= total - 600]
@@ -284,7 +293,65 @@ def report(args, followers, work, samples, done, total) -> None:  # type: ignore
         "samples": samples,
     }  # fmt: skip
     args.out.with_suffix(".json").write_text(json.dumps(out, indent=1))
+    args.out.with_suffix(".md").write_text(markdown(out))
     print(json.dumps({k: v for k, v in out.items() if k != "samples"}, indent=1))
+
+
+def markdown(out: dict) -> str:
+    """benchmarks/results/soak_kv_events.md from the run's JSON."""
+    rows = out["balance"]
+    lines = [
+        f"# Soak: KVEventSubscriber following vLLM 0.22.1's ZmqEventPublisher for "
+        f"{out['minutes']:g} minutes",
+        "",
+        f"Machine: {out['machine']}. Command: `PYTHONPATH=$PWD .venv/bin/python "
+        f"benchmarks/soak_kv_events.py --minutes {out['minutes']:g} --rate "
+        f"{out['rate_per_rank']:g}` (two data-parallel ranks, {out['rate_per_rank']:g} batches/s "
+        "each, bursts of 5,000 batches every 5 minutes past the PUB high-water mark of 1,000; "
+        "see the script's docstring for the schedule).",
+        "",
+        "Schedule (seconds after start): " + "; ".join(f"{t} s {w}" for t, w in out["schedule"]),
+        "",
+        "| rank | epoch | published | handed on | reported missing | unaccounted | tail after "
+        "the last batch seen |",
+        "|---|---|---|---|---|---|---|",
+        *(f"| {r['rank']} | {r['epoch']} | {r['published']:,} | {r['handed_on']:,} | "
+          f"{r['reported_missing']:,} | {r['unaccounted']:,} | {r['tail_after_last_seen']:,} |"
+          for r in rows),
+        f"| all | | {sum(r['published'] for r in rows):,} | "
+        f"{sum(r['handed_on'] for r in rows):,} | {sum(r['reported_missing'] for r in rows):,} | "
+        f"{sum(r['unaccounted'] for r in rows):,} | "
+        f"{sum(r['tail_after_last_seen'] for r in rows):,} |",
+        "",
+        "*unaccounted*: seqs up to the last one a follower saw that were neither handed on nor "
+        "reported missing (must be 0). *tail*: batches a publisher sent after the last one its "
+        "follower saw, before it stopped; vLLM closes its PUB socket with linger 0, so a tail "
+        "the follower did not ask the replay socket for in the publisher's last seconds is "
+        "unknowable to any subscriber (the restart itself is reported: `health.restarts`).",
+        "",
+        "| follower | gaps | recovered by replay | duplicates | garbage | replay requests | "
+        "restarts seen | wrong content |",
+        "|---|---|---|---|---|---|---|---|",
+        *(f"| rank {r} | {f['gaps']:,} | {f['recovered']:,} | {f['duplicates']:,} | "
+          f"{f['garbage']:,} | {f['replay_requests']:,} | {f['restarts']} | "
+          f"{f['wrong_content']} |" for r, f in out["followers"].items()),
+        "",
+        "Missing ranges reported (rank, epoch, first seq, last seq): "
+        + (", ".join(f"({r}, {e}, {a:,}, {b:,})" for r, f in out["followers"].items()
+                     for e, a, b in f["missing_ranges"]) or "none"),
+        "",
+        f"Catch-ups after a subscriber restart (rank 1): "
+        + "; ".join(f"from seq {c['start_seq']:,}: {c['recovered']:,} recovered by replay, "
+                    f"missing {c['missing'] or 'none'}"
+                    for c in out["followers"].get("1", out["followers"].get(1, {}))
+                    .get("catch_ups", [])),
+        "",
+        f"Memory of the subscriber process (RSS, sampled every 10 s): "
+        f"{out['rss_mb']['min_after_5min']}-{out['rss_mb']['max_after_5min']} MiB after the "
+        f"first 5 minutes; mean {out['rss_mb']['mean_5_to_15_min']} MiB over minutes 5-15, "
+        f"{out['rss_mb']['mean_last_10_min']} MiB over the last 10.",
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

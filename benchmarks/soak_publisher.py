@@ -32,7 +32,7 @@ def main() -> None:
     p.add_argument("--buffer-steps", type=int, default=20_000)
     p.add_argument("--hwm", type=int, default=1000)
     p.add_argument("--bursts", default="", help="comma-separated t:size (seconds:batches)")
-    p.add_argument("--linger", type=float, default=3.0)
+    p.add_argument("--linger", type=float, default=10.0)
     p.add_argument("--log", required=True)
     args = p.parse_args()
 
