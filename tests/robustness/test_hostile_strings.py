@@ -1,6 +1,7 @@
 """Strings from a stranger's trace are shown as text on every surface: terminal views, the CLI,
-event lines and explanations, the exported HTML player (in Chromium), notebook outputs, the
-site's pages (nbconvert, as mkdocs-jupyter renders them) and slides. The trace's request ids,
+event lines and explanations, the exported HTML player (in Chromium), kvlab compare's table and
+side-by-side player, notebook outputs, the site's pages (nbconvert, as mkdocs-jupyter renders
+them) and slides. The trace's request ids,
 spec name and config try HTML/JS injection, ANSI/OSC escapes, bidi overrides, a lone surrogate
 and a 1 MB id (tests/robustness/_hostile.py)."""
 
@@ -198,3 +199,38 @@ def test_notebook_outputs_site_pages_and_slides(stranger, tmp_path) -> None:
                                       r'\+json">.*?</script>', "", site, flags=re.S), "site page")
     slides = export_slides(path, tmp_path / "slides").read_text(encoding="utf-8")
     _assert_no_injected_markup(slides, "slides")
+
+
+def test_compare_player_and_table_from_a_strangers_workload(tmp_path) -> None:
+    """kvlab compare's per-request table and its side-by-side player (ComparePlayer,
+    export_compare_html: the session slides) over a workload JSONL of the hostile ids."""
+    from kvlab.compare import compare, from_jsonl
+    from kvlab.viz.compare_player import compare_frames, export_compare_html
+
+    prefix = list(range(1, 25))
+    path = tmp_path / "stranger.jsonl"
+    path.write_text("".join(json.dumps({"request_id": rid, "prompt_token_ids": [*prefix, 100 + i],
+                                        "max_tokens": 2, "arrival_step": i}) + "\n"
+                            for i, rid in enumerate(HOSTILE_IDS)))  # fmt: skip
+    c = compare(from_jsonl(path), pool_tokens=64, block_size=4, policies=("vllm", "radix"),
+                record=True)  # fmt: skip
+    frames = compare_frames(c)
+    notes = [n for f in frames for n in f["notes"]]
+    for f in frames:
+        for text in [*(p["html"] for p in f["panels"]), *f["notes"]]:
+            assert_no_raw_controls(text, f"compare player step {f['step']}")
+    assert "\\x1b[2J\\x1b[31mred\\x1b]8;;http://evil\\x1b\\link\\x1b[0m\\x07 admitted: hit tokens " \
+        "vllm 24, radix 24" in notes  # fmt: skip
+    assert any(n.endswith("… (1000000 characters) admitted: hit tokens vllm 24, radix 24")
+               for n in notes)
+    from kvlab.cli import main
+
+    res = CliRunner().invoke(main, ["compare", str(path), "--pool-tokens", "64", "--block-size",
+                                    "4", "--per-request"], env={"COLUMNS": "200"})  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert_no_raw_controls(res.output, "kvlab compare --per-request")
+    assert "\\u202eexe.txt\\u202c\\u2066isolate" in res.output and "(1000000 characters)" in res.output
+    page = export_compare_html(c, tmp_path / "cmp.html").read_text(encoding="utf-8")
+    _assert_no_injected_markup(page, "compare player page")
+    state = json.loads(page.split("const state = ", 1)[1].split(", handlers", 1)[0].replace("<\\/", "</"))
+    assert_no_raw_controls(json.dumps(state, ensure_ascii=False), "compare player page state")
