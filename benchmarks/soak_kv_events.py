@@ -3,7 +3,8 @@
 Two data-parallel ranks (vLLM offsets rank 1's ports by one), each a vLLM ``ZmqEventPublisher``
 in the oracle environment (``benchmarks/soak_publisher.py``: steady ``--rate`` batches per
 second, PUB high-water mark 1000, replay buffer 20,000), each followed by a ``KVEventSubscriber``
-in this process (one thread per rank). On a schedule scaled to ``--minutes`` (60 by default):
+in this process (one thread per rank; ``start_seq=0``: it starts before the servers, so what
+they publish before its subscription is up comes through replay). On a schedule scaled to ``--minutes`` (60 by default):
 
 * every 5 minutes each rank bursts 5,000 batches as fast as vLLM publishes (5x the HWM);
 * rank 0's publisher restarts twice (its seq starts again at 0; a clean shutdown each time);
@@ -76,6 +77,8 @@ class Follower(threading.Thread):
         self.delivered: dict[int, int] = {0: 0}
         self.missing: dict[int, int] = {0: 0}
         self.last_seq: dict[int, int] = {}  # NOTE: per epoch, the highest seq handed on
+        self.handed: dict[int, bytearray] = {}  # NOTE: per epoch, a flag per seq handed on
+        self.restarts_seen: list[tuple] = []  # NOTE: health.restarts, (expected, arrived)
         self.wrong = 0  # batches whose content does not match their seq
         self.totals = {"duplicates": 0, "gaps": 0, "recovered": 0, "garbage": 0,
                        "replay_requests": 0, "restarts": 0}  # fmt: skip
@@ -83,7 +86,7 @@ class Follower(threading.Thread):
         self.replays: list[tuple] = []
         self._ranges_seen = 0
         self.missing_ranges: list[tuple] = []  # (epoch, first, last)
-        self.sub = self._open(None)
+        self.sub = self._open(0)  # NOTE: started before the server: everything from seq 0
 
     def _open(self, start_seq: int | None) -> KVEventSubscriber:
         sub = KVEventSubscriber(f"tcp://127.0.0.1:{self.port}", topic="kv",
@@ -140,6 +143,8 @@ class Follower(threading.Thread):
                                             for a, b in h.missing[self._ranges_seen:]]
                     self._ranges_seen = len(h.missing)
                     self.totals["restarts"] += h.num_restarts - seen_restarts
+                    self.restarts_seen += [(round(time.monotonic(), 1), *r)
+                                           for r in h.restarts[seen_restarts:]]  # fmt: skip
                     self.epoch += h.num_restarts - seen_restarts
                     seen_restarts = h.num_restarts
                     self.delivered.setdefault(self.epoch, 0)
@@ -159,6 +164,27 @@ class Follower(threading.Thread):
             self.wrong += 1
         self.delivered[self.epoch] = self.delivered.get(self.epoch, 0) + 1
         self.last_seq[self.epoch] = max(self.last_seq.get(self.epoch, -1), seq)
+        seen = self.handed.setdefault(self.epoch, bytearray())
+        if seq >= len(seen):
+            seen.extend(bytes(max(seq + 1 - len(seen), 1 << 16)))
+        seen[seq] = 1
+
+    def unaccounted_ranges(self, epoch: int, end: int) -> list[tuple[int, int]]:
+        """Seqs below ``end`` of ``epoch`` neither handed on nor reported missing (ranges)."""
+        seen = bytearray(self.handed.get(epoch, b""))[:end].ljust(end, b"\0")
+        for e, a, b in self.missing_ranges:
+            if e == epoch:
+                seen[a : b + 1] = b"\1" * len(seen[a : b + 1])
+        out, start = [], None
+        for i, v in enumerate(seen):
+            if not v and start is None:
+                start = i
+            elif v and start is not None:
+                out.append((start, i - 1))
+                start = None
+        if start is not None:
+            out.append((start, end - 1))
+        return out
 
 
 class Soak:
@@ -273,6 +299,7 @@ def report(args, followers, work, samples, done, total) -> None:  # type: ignore
             end = max(f.last_seq.get(e, -1) + 1, got + lost)  # NOTE: seqs the follower knew of
             rows.append({"rank": rank, "epoch": e, "published": pub["published"], "handed_on": got,
                          "reported_missing": lost, "unaccounted": end - got - lost,
+                         "unaccounted_ranges": f.unaccounted_ranges(e, end)[:50],
                          "tail_after_last_seen": pub["published"] - end})  # fmt: skip
     steady = [s["rss_mb"] for s in samples if s["t"] >= 300]
     first = [s["rss_mb"] for s in samples if 300 <= s["t"] < 900]
@@ -282,6 +309,12 @@ def report(args, followers, work, samples, done, total) -> None:  # type: ignore
                    f"{platform.python_version()}, vLLM 0.22.1 publisher (oracle env)",
         "minutes": args.minutes, "rate_per_rank": args.rate, "schedule": done, "balance": rows,
         "followers": {r: {**f.totals, "wrong_content": f.wrong, "catch_ups": f.catch_ups,
+                          "restarts_seen": f.restarts_seen,
+                          "replays_near_unaccounted": [x for x in f.replays if any(
+                              e == x[1] and a - 2000 <= x[2] <= b + 1
+                              for row in rows if row["rank"] == r
+                              for e, (a, b) in ((row["epoch"], ab)
+                                                for ab in row["unaccounted_ranges"]))][:200],
                           "missing_ranges": f.missing_ranges,
                           "replays_near_missing": [x for x in f.replays if any(
                               e == x[1] and a - 50 <= x[2] <= b + 1
