@@ -2,9 +2,9 @@
 
 Runs atheris (libFuzzer for Python; ``pip install atheris coverage``, or the ``fuzz`` extra) on
 one target of ``benchmarks/fuzz_targets.py`` (``player-js``: ``benchmarks/fuzz_js.py``) for N
-CPU minutes of the fuzzing process (the machine is shared: wall time varies, CPU time does
-not), seeded with the committed corpus ``tests/fuzz_corpus/TARGET/``. Work files go under
-``.fuzz/TARGET/`` (ignored by git): the growing corpus, ``findings/`` (one input and traceback
+CPU minutes of the fuzzing process and its children (player-js decodes in a Node worker; the
+machine is shared: wall time varies, CPU time does not), seeded with the committed corpus
+``tests/fuzz_corpus/TARGET/``. Work files go under ``.fuzz/TARGET/`` (ignored by git): the growing corpus, ``findings/`` (one input and traceback
 per distinct disallowed outcome: an exception the target does not document, a bad message, a
 timeout, running out of the memory bound) and ``summary.json`` (execs, CPU seconds, coverage).
 
@@ -56,6 +56,21 @@ def _cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a live process and its live descendants (player-js: the Node worker,
+    where that target's decoding runs)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += _cpu_seconds(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    return total
 
 
 def _vm_size() -> int:
@@ -164,8 +179,10 @@ def campaign(name: str, minutes: float, timeout_s: int, memory_mb: int) -> dict:
                                          "KVLAB_FUZZ_CHILD": "1"})  # fmt: skip
         runs += 1
         start_used, last = used, time.time()
+        seen = 0.0
         while proc.poll() is None:
-            used = start_used + _cpu_seconds(proc.pid)
+            seen = max(seen, _tree_cpu_seconds(proc.pid))
+            used = start_used + seen
             if used >= budget:
                 proc.send_signal(signal.SIGUSR1)  # NOTE: libFuzzer exits, printing its stats
                 try:
@@ -182,7 +199,8 @@ def campaign(name: str, minutes: float, timeout_s: int, memory_mb: int) -> dict:
                       f"{stats['execs'] + run['execs']}, cov {max(stats['cov'], run['cov'])}",
                       flush=True)  # fmt: skip
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        used = start_used + (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        reaped = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        used = start_used + max(seen, reaped)  # NOTE: a descendant never reaped is not in rusage
         run = _parse_log(log_path, offset)
         stats["execs"] += run["execs"]
         stats["cov"], stats["ft"] = max(stats["cov"], run["cov"]), max(stats["ft"], run["ft"])
