@@ -4,9 +4,10 @@ Runs atheris (libFuzzer for Python; ``pip install atheris coverage``, or the ``f
 one target of ``benchmarks/fuzz_targets.py`` (``player-js``: ``benchmarks/fuzz_js.py``) for N
 CPU minutes of the fuzzing process and its children (player-js decodes in a Node worker; the
 machine is shared: wall time varies, CPU time does not), seeded with the committed corpus
-``tests/fuzz_corpus/TARGET/``. Work files go under ``.fuzz/TARGET/`` (ignored by git): the growing corpus, ``findings/`` (one input and traceback
-per distinct disallowed outcome: an exception the target does not document, a bad message, a
-timeout, running out of the memory bound) and ``summary.json`` (execs, CPU seconds, coverage).
+``tests/fuzz_corpus/TARGET/``. Work files go under ``.fuzz/TARGET/`` (ignored by git): the
+growing corpus, ``findings/`` (one input and traceback per distinct disallowed outcome: an
+exception the target does not document, a bad message, a timeout, running out of the memory
+bound) and ``summary.json`` (execs, CPU seconds, coverage).
 
 Bounds enforced on every input (a finding when exceeded):
     time: ``-timeout`` (default 10 s) per input;
