@@ -139,7 +139,12 @@ class _Vllm:
         return self.counter.num_evicted_blocks
 
     def serve(self, req: TrafficRequest, names: list[int]) -> int | None:
-        return serve_vllm_one(self.mgr, req, [_name_bytes(x) for x in names])
+        hit = serve_vllm_one(self.mgr, req, [_name_bytes(x) for x in names])
+        # NOTE: the manager lists every full-attention block it hands out until a scheduler
+        # step takes them (vLLM's Scheduler.schedule, for zeroing); one step per request here,
+        # or the list would grow by every block of 1.2 M requests.
+        self.mgr.take_new_block_ids()
+        return hit
 
 
 class _Radix:
