@@ -14,7 +14,24 @@ const NUM_KINDS = 19;  // kvlab/trace/events.py::EventKind
 const BLOCK_A = [1, 3, 4, 10], BLOCK_PAYLOAD = [2, 5, 6, 7, 8, 14], REQUEST_KINDS = [14, 15, 16];
 const GROUP_KINDS = [9, 10, 14, 15, 16], CALL_KINDS = [17, 18];
 
-function fail(what) { throw new Error(`kvlab: damaged trace data: ${what}`); }
+// A string from the trace file (request id, call name, spec name) as the player shows it: the
+// controls that reorder or hide text (C0/C1, bidi overrides and isolates, zero-width, lone
+// surrogates) as visible escapes, at most `limit` characters (kvlab/trace/untrusted.py::shown,
+// the same rule). The player inserts text as DOM text nodes, never as HTML.
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]/g;
+export function shown(text, limit = 120) {
+  let s = String(text);
+  const n = s.length;
+  if (n > limit) s = s.slice(0, limit);
+  s = s.replace(UNSAFE, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+  return n > limit ? `${s}… (${n} characters)` : s;
+}
+
+// The field names and values quoted from the data go through `shown` too.
+function fail(what) { throw new Error(`kvlab: damaged trace data: ${shown(what, 1000)}`); }
 const isInt = (v) => Number.isInteger(v);
 
 function bytesOf(text, where) {

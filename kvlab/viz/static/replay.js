@@ -5,7 +5,7 @@
 // kvlab/viz/navigation.py (the cursor moves); tests/viz checks both agree with Python.
 // Input: the dict of kvlab.viz.encode.encode_trace (base64 little-endian numpy columns).
 
-import { checkTraceData, checkedArray } from "./check.js";
+import { checkTraceData, checkedArray, shown } from "./check.js";
 
 export const KIND = {
   STEP: 0, POPLEFT: 1, POPLEFT_N: 2, REMOVE: 3, APPEND: 4, APPEND_N: 5, GET_NEW_BLOCKS: 6,
@@ -13,22 +13,6 @@ export const KIND = {
   LOOKED_UP: 12, FIXED_POINT_ITERATED: 13, REQ_BLOCKS_ADDED: 14, REQ_BLOCKS_NULLED: 15,
   REQ_FREED: 16, CALL_BEGIN: 17, CALL_END: 18,
 };
-// A string from the trace file (request id, call name, spec name) as the player shows it: the
-// controls that reorder or hide text (C0/C1, bidi overrides and isolates, zero-width, lone
-// surrogates) as visible escapes, at most `limit` characters (kvlab/trace/untrusted.py::shown,
-// the same rule). The player inserts text as DOM text nodes, never as HTML.
-const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]/g;
-export function shown(text, limit = 120) {
-  let s = String(text);
-  const n = s.length;
-  if (n > limit) s = s.slice(0, limit);
-  s = s.replace(UNSAFE, (c) => {
-    const code = c.charCodeAt(0);
-    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
-  });
-  return n > limit ? `${s}… (${n} characters)` : s;
-}
-
 const VERBATIM = -2147483648;
 const WIDE = VERBATIM + 1; // kvlab/trace/events.py::pack_wide: ints beyond int32, as limbs
 function unpackWide(p) {

@@ -2,7 +2,8 @@
 // Each view redraws one container from a trace T and a replayed state s (replay.js).
 // Colours are kvlab/viz/palette.py's (tests/viz checks the hex values match).
 
-import { blockSizeOf, findCall, fixedPointRows, hashHex, shown, slotLayout, slotMapping } from "./replay.js";
+import { shown } from "./check.js";
+import { blockSizeOf, findCall, fixedPointRows, hashHex, slotLayout, slotMapping } from "./replay.js";
 import { tr, trn } from "./i18n.js";
 
 export const COLOURS = {
