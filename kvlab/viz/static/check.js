@@ -80,7 +80,7 @@ const stringList = (v, where) => {
 // The top-level fields, the columns, the initial state and the hash tree (see the module note).
 export function checkTraceData(data) {
   if (data === null || typeof data !== "object") fail("not an object");
-  if (data.format !== "kvlab-trace/1") throw new Error(`kvlab: unknown trace format ${String(data.format).slice(0, 40)}`);
+  if (data.format !== "kvlab-trace/1") throw new Error(`kvlab: unknown trace format ${shown(data.format, 40)}; allowed: kvlab-trace/1`);
   const n = data.num_events;
   if (!isInt(n) || n < 0 || n >= 2 ** 31) fail("num_events must be an int in [0, 2**31)");
   const requests = stringList(data.requests, "requests"), calls = stringList(data.call_names, "call_names");

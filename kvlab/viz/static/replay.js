@@ -461,7 +461,7 @@ export function blockSizeOf(T, group = 0) {
 
 // calls.py::slot_layout: the five spans of an allocate_slots call, left to right (tokens).
 export function slotLayout(call, blockSize) {
-  if (call.name !== "allocate_slots") throw new Error(`kvlab: slotLayout needs an allocate_slots call, got ${call.name}`);
+  if (call.name !== "allocate_slots") throw new Error(`kvlab: slotLayout needs an allocate_slots call, got ${shown(call.name)}`);
   if (!(blockSize >= 1)) throw new Error(`kvlab: block_size must be >= 1 (tokens), got ${blockSize}`);
   let pos = 0;
   const segments = SEGMENTS.map(([name, arg, meaning]) => {
