@@ -401,9 +401,11 @@ def markdown(out: dict) -> str:
         + (f"{out['py_blocks']['min_after_5min'] / 1000:,.0f}k-"
            f"{out['py_blocks']['max_after_5min'] / 1000:,.0f}k after the first 5 minutes; mean "
            f"{out['py_blocks']['mean_5_to_15_min'] / 1000:,.0f}k over minutes 5-15, "
-           f"{out['py_blocks']['mean_last_10_min'] / 1000:,.0f}k over the last 10. The peak is "
-           "the catch-up after the 30,000-batch burst: one replay reply (up to the publisher's "
-           "20,000 buffered batches) is held, decoded, until it is handed on."
+           f"{out['py_blocks']['mean_last_10_min'] / 1000:,.0f}k over the last 10, "
+           f"{out['samples'][-1]['py_blocks'] / 1000:,.0f}k at the end. The peak is the "
+           "catch-up after the 30,000-batch burst: one replay reply (up to the publisher's "
+           "20,000 buffered batches) is held, decoded, until it is handed on; a publisher "
+           "restart frees a sequencer's window of 16,384 recent digests, which then fills again."
            if "py_blocks" in out else "not sampled in this run."),
     ]  # fmt: skip
     return "\n".join(lines) + "\n"
