@@ -38,7 +38,7 @@ IMAGE_FORMATS = ("svg", "png")
 
 
 def require_matplotlib(what: str) -> None:
-    """Raise ImportError("``what`` needs matplotlib: pip install 'kvlab[viz]'") without it."""
+    """Raise ImportError("``what`` needs matplotlib (the viz extra): <install_hint('viz')>") without it."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:

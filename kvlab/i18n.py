@@ -27,8 +27,7 @@ import functools
 import gettext
 import inspect
 import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -132,22 +131,29 @@ def language() -> str:
     return current if current is not None else default_language()
 
 
-@contextmanager
-def use_language(lang: str | None) -> Iterator[str]:
+class use_language:  # noqa: N801 - used as a function: ``with use_language("zh"):``
     """Render in ``lang`` inside the ``with`` block (None = keep the current language).
 
-    Yields the language in force. Raises ValueError for an unknown language (before anything
-    changes).
+    ``as`` gives the language in force. Raises ValueError for an unknown language (before
+    anything changes). A plain context manager, not a generator: a block entered but never
+    left (click keeps a ``--lang`` scope open when parsing fails) changes nothing when it is
+    garbage collected later, whatever language is current then.
     """
-    if lang is None:
-        yield language()
-        return
-    lang = check_language(lang)
-    token = _current.set(lang)
-    try:
-        yield lang
-    finally:
-        _current.reset(token)
+
+    def __init__(self, lang: str | None) -> None:
+        self._lang = None if lang is None else check_language(lang)
+        self._token: contextvars.Token[str | None] | None = None
+
+    def __enter__(self) -> str:
+        if self._lang is None:
+            return language()
+        self._token = _current.set(self._lang)
+        return self._lang
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
 
 
 def _(message: str) -> str:

@@ -22,7 +22,7 @@ from rich.text import Text
 from kvlab.i18n import N_, _, ngettext
 from kvlab.trace.untrusted import shown
 
-__all__ = ["ACT_NAMES", "act_label", "print_demo_report", "print_generation", "print_trace_info", "print_trace_view",
+__all__ = ["ACT_NAMES", "FINISH_REASONS", "act_label", "backend_label", "finish_label", "print_demo_report", "print_generation", "print_trace_info", "print_trace_view",
            "write_demo_files"]
 
 
@@ -82,6 +82,27 @@ def act_label(act: str) -> str:
     return _(ACT_NAMES[act]) if act in ACT_NAMES else act
 
 
+FINISH_REASONS = {"length": N_("length"), "stop": N_("stop"), "abort": N_("abort")}
+"""vLLM's finish reasons (``RequestOutput.finish_reason``) -> their label, translated when shown
+(English: the reason itself; Chinese: 长度上限 / 停止符 / 中止)."""
+
+
+def finish_label(reason: str | None) -> str:
+    """A finish reason (``"length"``, ``"stop"``, ``"abort"``, None) in the current language."""
+    if reason is None:
+        return ""
+    return _(FINISH_REASONS[reason]) if reason in FINISH_REASONS else reason
+
+
+def backend_label(backend: str, device: str = "cpu") -> str:
+    """The attention backend as the report names it: ``auto`` says what it chose on ``device``
+    (Triton on CUDA, torch elsewhere); ``triton`` and ``torch`` are library names."""
+    if backend != "auto":
+        return backend
+    used = "Triton" if device.startswith("cuda") else "torch"
+    return _("auto ({used} on {device})").format(used=used, device=device.split(":")[0].upper())
+
+
 def _requests_table(result: Any) -> Table:
     table = Table(title=_("Requests (prefix-cache hit measured at first admission)"),
                   title_justify="left", header_style="bold", expand=True)
@@ -96,7 +117,7 @@ def _requests_table(result: Any) -> Table:
         table.add_row(r.request_id, act_label(r.act), str(r.prompt_tokens), str(r.cached_tokens),
                       Text(pct, style=style), str(r.output_tokens),
                       Text(str(r.preemptions), style="bold red" if r.preemptions else ""),
-                      r.finish_reason or "")
+                      finish_label(r.finish_reason))
     return table
 
 
@@ -120,7 +141,8 @@ def _counts_panel(result: Any) -> Panel:
         _("pool: {num_blocks} blocks × {block_size} tokens (block 0 is the null block) · "
           "backend: {backend}").format(num_blocks=result.config.num_gpu_blocks,
                                        block_size=result.config.block_size,
-                                       backend=result.llm.model.attention_backend),
+                                       backend=backend_label(result.llm.model.attention_backend,
+                                                             _device(result.llm))),
         _("steps: {steps} · events recorded: {events} · wall time: {seconds} s "
           "(model load {load} s)").format(steps=c["steps"], events=f"{c['events']:,}",
                                           seconds=f"{result.seconds:.1f}",
@@ -137,6 +159,14 @@ def _counts_panel(result: Any) -> Panel:
     return Panel("\n".join(lines), title=_("What the KV-cache manager did"), title_align="left")
 
 
+def _device(llm: Any) -> str:
+    """The device the model's weights are on (``"cpu"``, ``"cuda:0"``)."""
+    try:
+        return str(llm.model.device)
+    except AttributeError:
+        return "cpu"
+
+
 def _tokens(n: int) -> str:
     """``1 token``, ``2 tokens``, ``1,781 tokens`` (in the current language)."""
     return ngettext("{n} token", "{n} tokens", n).format(n=f"{n:,}")
@@ -150,7 +180,9 @@ def print_demo_report(console: Console, result: Any, paths: dict[str, Path]) -> 
     last = len(trace) - 1
     console.rule(_("[bold]kvlab demo[/] · SmolLM2-135M-Instruct on kvlab's paged KV cache"))
     console.print(_requests_table(result))
-    console.print(Panel(_texts(result), title=_("Generated text"), title_align="left"))
+    console.print(Panel(_texts(result), title=_("Generated text"), title_align="left",
+                        subtitle=_("SmolLM2-135M is tiny: its answers are weak, in Chinese "
+                                   "poor; the KV cache is the point"), subtitle_align="left"))
     console.print(_counts_panel(result))
     console.print(Panel(render_pool_grid(trace, last), title=_("BlockPool at the end"),
                         title_align="left"))
@@ -186,7 +218,8 @@ def print_generation(console: Console, llm: Any, out: Any) -> None:
     trace = llm.trace
     last = len(trace) - 1
     console.print(Panel(out.text.strip() or _("(empty)"), title=f"{out.request_id} · "
-                        f"{_tokens(len(out.output_token_ids))} · {out.finish_reason}", title_align="left"))
+                        f"{_tokens(len(out.output_token_ids))} · {finish_label(out.finish_reason)}",
+                        title_align="left"))
     alloc = trace.calls("allocate_slots", request=out.request_id)
     blocks: list[int] = []
     for call in alloc:
@@ -232,6 +265,7 @@ def print_trace_view(console: Console, trace: Any, index: int, view: str,
 def print_trace_info(console: Console, trace: Any, path: Path) -> None:
     """Config, events by kind, calls by name, requests."""
     from kvlab.trace import EventKind
+    from kvlab.trace import KIND_SCHEMA
 
     kinds = Counter(EventKind(int(k)).name for k in trace.cols.kind)
     head = Text(_("{path} · {events} events · {bytes} bytes/event in memory").format(
@@ -240,11 +274,12 @@ def print_trace_info(console: Console, trace: Any, path: Path) -> None:
     table = Table()
     table.add_column(_("event kind"))
     table.add_column(_("count"), justify="right")
+    table.add_column(_("meaning"))
     for name, count in kinds.most_common():
-        table.add_row(name, f"{count:,}")
+        table.add_row(name, f"{count:,}", Text(_(KIND_SCHEMA[EventKind[name]].doc)))
     calls = Counter(shown(c.name) for c in trace.calls())
     config = ", ".join(f"{shown(k, 40)}={shown(v, 80)}" for k, v in trace.config.items()
                        if not isinstance(v, (list, dict)))  # fmt: skip
     console.print(Group(head, Text(config, style="dim"), table,
                         Text(_("calls: {calls}").format(
-                            calls=", ".join(f"{k} ×{v}" for k, v in calls.most_common())))))
+                            calls=_(", ").join(f"{k} ×{v}" for k, v in calls.most_common())))))

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import click
 
-from kvlab.i18n import check_language, language
+from kvlab.cli_i18n import KvlabCommand
+from kvlab.i18n import N_, _, check_language, language
 
 __all__ = ["REVEAL_DIR", "export_slides", "find_notebook", "slides"]
 
@@ -127,22 +128,24 @@ def export_slides(notebook: str | Path, out_dir: str | Path) -> Path:
     return page
 
 
-@click.command(short_help="A course notebook, or a teaching session's deck, as offline slides.")
+@click.command(cls=KvlabCommand,
+               short_help=N_("A course notebook or a session's deck as offline slides."),
+               help=N_("Export course notebook NUMBER (03, or 3), or a session's deck "
+                       "(--session N), as offline reveal.js slides."))
 @click.argument("number", required=False)
 @click.option("--session", "session_number", type=click.IntRange(1, 3), default=None,
-              help="Build the curated deck of teaching session 1, 2 or 3 instead (figures, players "
-              "in predict mode, speaker notes; kvlab.course.sessions).")  # fmt: skip
+              help=N_("Build the curated deck of teaching session 1, 2 or 3 instead (figures, "
+                      "players in predict mode, speaker notes; kvlab.course.sessions)."))
 @click.option("--out", "out_dir", default="slides", show_default=True,
-              type=click.Path(file_okay=False), help="Folder for the slides and their assets.")
+              type=click.Path(file_okay=False), help=N_("Folder for the slides and their assets."))
 @click.option("--notebooks", "notebook_dir", default=None, type=click.Path(file_okay=False),
-              help="Folder of the course notebooks (default: the checkout's notebooks/).")
+              help=N_("Folder of the course notebooks (default: the checkout's notebooks/)."))
 @click.option("--lang", default=None, metavar="en|zh",
-              help="Language of the notebook (zh: notebooks/zh/); default: kvlab's --lang, else "
-              "KVLAB_LANG or the locale.")  # fmt: skip
+              help=N_("Language of the notebook (zh: notebooks/zh/); default: kvlab's --lang, "
+                      "else KVLAB_LANG or the locale."))
 def slides(number: str | None, session_number: int | None, out_dir: str, notebook_dir: str | None,
            lang: str | None) -> None:  # fmt: skip
-    """Export course notebook NUMBER (03, or 3), or a session's deck (--session N), as offline
-    reveal.js slides."""
+    """``kvlab slides`` (its help is the decorator's)."""
     from kvlab.cli_checks import check_output_dir
 
     try:
@@ -150,7 +153,8 @@ def slides(number: str | None, session_number: int | None, out_dir: str, noteboo
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--lang'") from exc
     if (number is None) == (session_number is None):
-        raise click.UsageError("give a notebook NUMBER (e.g. 03) or --session N (1-3), not both")
+        raise click.UsageError(_("give a notebook NUMBER (e.g. 03) or --session N (1-3), not "
+                                 "both"))
     check_output_dir(Path(out_dir), "--out")
     if session_number is not None:
         from kvlab.slides_session import export_session_slides
@@ -158,16 +162,17 @@ def slides(number: str | None, session_number: int | None, out_dir: str, noteboo
         page = export_session_slides(session_number, out_dir, lang)
     else:
         if not re.fullmatch(r"\d{1,2}", number):
-            raise click.BadParameter(f"{number!r} is not a notebook number: give one or two "
-                                     "digits, e.g. 03", param_hint="NUMBER")  # fmt: skip
+            raise click.BadParameter(_("{number} is not a notebook number: give one or two "
+                                       "digits, e.g. 03").format(number=repr(number)),
+                                     param_hint="NUMBER")
         folder = _notebook_folder(notebook_dir)
         try:
             notebook = find_notebook(number, folder, lang)
         except FileNotFoundError as exc:
             raise click.BadParameter(str(exc), param_hint="NUMBER") from None
         page = export_slides(notebook, out_dir)
-    click.echo(f"wrote {page} (open it in a browser; arrows move, Esc shows the overview, S the "
-               "notes)")
+    click.echo(_("wrote {page} (open it in a browser; arrows move, Esc shows the overview, S the "
+                 "notes)").format(page=page))
 
 
 def _notebook_folder(notebook_dir: str | None) -> Path:
@@ -178,14 +183,14 @@ def _notebook_folder(notebook_dir: str | None) -> Path:
         try:
             return find_notebook_dir()
         except FileNotFoundError as exc:
-            raise click.UsageError(f"{exc} with --notebooks DIR") from None
+            raise click.UsageError(_("{problem} with --notebooks DIR").format(problem=exc)) from None
     folder = Path(notebook_dir)
     if folder.is_dir() and any(folder.glob("[0-9][0-9]_*.ipynb")):
         return folder
     try:
-        where = f"; the course notebooks are in {find_notebook_dir()}"
+        where = _("; the course notebooks are in {folder}").format(folder=find_notebook_dir())
     except FileNotFoundError:
         where = ""
-    what = (f"{folder} holds no course notebooks (NN_*.ipynb)" if folder.is_dir()
-            else f"there is no folder {folder}")  # fmt: skip
+    what = (_("{folder} holds no course notebooks (NN_*.ipynb)").format(folder=folder)
+            if folder.is_dir() else _("there is no folder {folder}").format(folder=folder))
     raise click.BadParameter(f"{what}{where}", param_hint="'--notebooks'")

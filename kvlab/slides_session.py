@@ -167,7 +167,7 @@ def _code(name: str) -> str:
 
 def _window_trace() -> Any:
     from kvlab.core import SlidingWindowSpec
-    from kvlab.course._lab import request_factory, seed_hashing
+    from kvlab.course.lab_setup import request_factory, seed_hashing
     from kvlab.core import KVCacheConfig, KVCacheGroupSpec, KVCacheManager
     from kvlab.trace import Recorder
 
@@ -188,7 +188,7 @@ def _window_trace() -> Any:
 def _scheduler_trace() -> Any:
     from kvlab.core import Request, SamplingParams, get_request_block_hasher, sha256
     from kvlab.core.sched import Scheduler, SchedulerConfig
-    from kvlab.course._lab import full_attention_manager
+    from kvlab.course.lab_setup import full_attention_manager
     from kvlab.course.nb08 import arrivals
     from kvlab.trace import Recorder
 
@@ -347,11 +347,10 @@ def export_session_slides(number: int, out_dir: str | Path, lang: str = "en") ->
     Raises:
         ValueError: No such session, or an unknown language.
     """
-    from kvlab.slides import REVEAL_DIR
-
+    reveal_dir = Path(__file__).resolve().parent / "static" / "revealjs"  # kvlab.slides.REVEAL_DIR
     lang, out = check_language(lang), Path(out_dir)
     slides = session_slides(number, out, lang)
-    shutil.copytree(REVEAL_DIR, out / _ASSETS, dirs_exist_ok=True)
+    shutil.copytree(reveal_dir, out / _ASSETS, dirs_exist_ok=True)
     sections = "\n".join(
         f"<section><h2>{s.title}</h2>{s.body}<aside class=\"notes\">{html.escape(s.notes)}</aside></section>"
         for s in slides

@@ -8,7 +8,7 @@ measures what a session taught. Keys are computed by running kvlab; the lesson p
 from __future__ import annotations
 
 from kvlab.core import FullAttentionSpec, VllmConfig, get_num_blocks
-from kvlab.course._lab import admit, full_attention_manager, request_factory
+from kvlab.course.lab_setup import admit, full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
 from kvlab.course.rubric import Rubric, explain_item
 

@@ -16,7 +16,7 @@ from kvlab.core import (
     VllmConfig,
     get_kv_cache_config,
 )
-from kvlab.course._lab import admit, full_attention_manager, request_factory, seed_hashing
+from kvlab.course.lab_setup import admit, full_attention_manager, request_factory, seed_hashing
 from kvlab.course.check import Exercise, register
 from kvlab.course.rubric import Rubric, explain_item
 from kvlab.worker import BlockTable
@@ -58,8 +58,9 @@ def mixed_hit(probe_len: int = 19) -> int:
     """Hit of a ``probe_len``-token prompt: full attention in 8-token blocks + window 8 in 4."""
     seed_hashing()
     layers = {"global": _spec("full", block_size=8), "local": _spec("window", num_kv_heads=2)}
-    config = get_kv_cache_config(VllmConfig(max_model_len=256, num_gpu_blocks_override=40), layers, 1 << 20)
-    manager, make = KVCacheManager(config, max_model_len=256, hash_block_size=4), request_factory(4)
+    # 40 blocks hold one request of at most 104 tokens (get_kv_cache_configs checks max_model_len).
+    config = get_kv_cache_config(VllmConfig(max_model_len=64, num_gpu_blocks_override=40), layers, 1 << 20)
+    manager, make = KVCacheManager(config, max_model_len=64, hash_block_size=4), request_factory(4)
     manager.allocate_slots(make("a", list(range(40))), 40)
     return manager.get_computed_blocks(make("p", list(range(probe_len))))[1]
 
@@ -98,8 +99,9 @@ def three_group_hit() -> int:
     """full + window 8 + window 12; a (21 tokens) freed; the window-8 copy of block 4 evicted."""
     seed_hashing()
     layers = {"global": _spec("full"), "local-8": _spec("window", window=8), "local-12": _spec("window", window=12)}
-    config = get_kv_cache_config(VllmConfig(max_model_len=256, num_gpu_blocks_override=40), layers, 1 << 20)
-    manager, make = KVCacheManager(config, max_model_len=256, hash_block_size=4), request_factory(4)
+    # 40 blocks hold one request of at most 48 tokens (get_kv_cache_configs checks max_model_len).
+    config = get_kv_cache_config(VllmConfig(max_model_len=48, num_gpu_blocks_override=40), layers, 1 << 20)
+    manager, make = KVCacheManager(config, max_model_len=48, hash_block_size=4), request_factory(4)
     a = make("a", list(range(21)))
     manager.allocate_slots(a, 21)
     victim = manager.get_block_ids("a")[1][4]

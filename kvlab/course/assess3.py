@@ -6,7 +6,7 @@ Keys computed by running kvlab; see ``kvlab.course.sessions`` for the objectives
 from __future__ import annotations
 
 from kvlab.core.sched import Scheduler, SchedulerConfig
-from kvlab.course._lab import full_attention_manager, request_factory
+from kvlab.course.lab_setup import full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
 from kvlab.course.nb08 import preempted, run
 from kvlab.course.nb12 import children_blocks

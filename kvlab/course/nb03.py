@@ -5,8 +5,8 @@ from __future__ import annotations
 from kvlab.core import (
     BlockPool,
 )
-from kvlab.course._lab import admit as _admit
-from kvlab.course._lab import full_attention_manager, request_factory
+from kvlab.course.lab_setup import admit as _admit
+from kvlab.course.lab_setup import full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvlab.course._lab import full_attention_manager, request_factory
+from kvlab.course.lab_setup import full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
 
 SYSTEM_PROMPT = list(range(100, 116))

@@ -10,7 +10,7 @@ import itertools
 from functools import lru_cache
 from pathlib import Path
 
-from kvlab.course._lab import seed_hashing
+from kvlab.course.lab_setup import seed_hashing
 from kvlab.course.check import Exercise, register
 
 CAPACITIES = (10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)

@@ -8,7 +8,7 @@ from kvlab.core import (
     get_request_block_hasher,
     sha256,
 )
-from kvlab.course._lab import full_attention_manager
+from kvlab.course.lab_setup import full_attention_manager
 from kvlab.course.check import Exercise, register
 
 _BLOCK_SIZE = 4

@@ -10,8 +10,8 @@ from kvlab.core import (
     get_request_block_hasher,
     sha256,
 )
-from kvlab.course._lab import admit as _admit
-from kvlab.course._lab import full_attention_manager, request_factory
+from kvlab.course.lab_setup import admit as _admit
+from kvlab.course.lab_setup import full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
 
 _LAYERS = ("KVCacheManager", "KVCacheCoordinator", "SingleTypeKVCacheManager", "BlockPool")

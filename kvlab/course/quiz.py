@@ -13,7 +13,7 @@ from kvlab.core import (
     VllmConfig,
     get_num_blocks,
 )
-from kvlab.course._lab import full_attention_manager, request_factory
+from kvlab.course.lab_setup import full_attention_manager, request_factory
 from kvlab.course.check import Exercise, register
 from kvlab.course.nb12 import resume_hit
 

@@ -20,19 +20,24 @@ from pathlib import Path
 
 import click
 
-from kvlab.i18n import _
+from kvlab.cli_i18n import KvlabGroup, lang_option
+from kvlab.i18n import N_, _
 
 __all__ = ["labs"]
 
 
-@click.group()
+@click.group(cls=KvlabGroup, short_help=N_("Build vLLM's KV-cache pieces, graded against vLLM."),
+             help=N_("Build-it labs: write vLLM's KV-cache pieces, graded against vLLM's "
+                     "decisions."))
+@lang_option
 def labs() -> None:
-    """Build-it labs: write vLLM's KV-cache pieces, graded against vLLM's decisions."""
+    """``kvlab labs`` (its help is the decorator's)."""
 
 
-@labs.command("list")
+@labs.command("list", help=N_("The labs, their notebooks and what to read first."))
+@lang_option
 def list_labs() -> None:
-    """The labs, their notebooks and what to read first."""
+    """``kvlab labs list`` (its help is the decorator's)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -56,24 +61,26 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-@labs.command("grade")
+@labs.command("grade", help=N_("Run SUBMISSIONS (lab notebooks) headless and print their scores."))
+@lang_option
 @click.argument("submissions", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the score table as JSON here.")
+              help=N_("Write the score table as JSON here."))
 @click.option("--time-limit", type=click.FloatRange(0.1, 600), default=10.0, show_default=True,
-              help="Time limit per scenario (seconds).")
+              help=N_("Time limit per scenario (seconds)."))
 @click.option("--notebook-timeout", type=click.FloatRange(1, 7200), default=600.0, show_default=True,
-              help="Time limit per notebook (seconds).")
+              help=N_("Time limit per notebook (seconds)."))
 def grade(submissions: tuple[Path, ...], json_out: Path | None, time_limit: float, notebook_timeout: float) -> None:
-    """Run SUBMISSIONS (lab notebooks) headless and print their scores."""
+    """``kvlab labs grade`` (its help is the decorator's)."""
     from rich.console import Console
     from rich.table import Table
 
     try:
         from kvlab.labs.grade import grade_notebooks
     except ImportError as exc:  # pragma: no cover - nbclient missing
-        raise click.ClickException(f"grading needs nbclient and nbformat (pip install 'kvlab[lab]'): {exc}") from exc
+        raise click.ClickException(_("grading needs nbclient and nbformat (pip install "
+                                     "'kvlab[lab]'): {problem}").format(problem=exc)) from exc
     table_data = grade_notebooks(submissions, time_limit, notebook_timeout)
     table = Table(title=_("lab scores"))
     for header in (_("notebook"), _("lab"), _("scenarios"), _("status"), _("mistake recognised")):
@@ -89,12 +96,14 @@ def grade(submissions: tuple[Path, ...], json_out: Path | None, time_limit: floa
         _write_atomic(json_out, json.dumps(table_data, indent=1, ensure_ascii=False) + "\n")
 
 
-@labs.command("solve")
+@labs.command("solve", help=N_(
+    "Write NOTEBOOK with its solution regions filled by the reference (an answer key)."))
+@lang_option
 @click.argument("notebook", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Where to write the solved notebook.")
+              help=N_("Where to write the solved notebook."))
 def solve(notebook: Path, out: Path) -> None:
-    """Write NOTEBOOK with its solution regions filled by the reference (an answer key)."""
+    """``kvlab labs solve`` (its help is the decorator's)."""
     import nbformat
 
     from kvlab.labs.solutions import cell_sources, fill
@@ -104,10 +113,12 @@ def solve(notebook: Path, out: Path) -> None:
     checks = [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
     found = re.search(r'check\("(\w+)"', checks[0]) if checks else None
     if found is None:
-        raise click.ClickException(f"{notebook}: no check cell, so no lab to solve")
+        raise click.ClickException(_("{notebook}: no check cell, so no lab to solve").format(
+            notebook=notebook))
     solved = cell_sources(found.group(1))
     if len(solved) != len(cells):
-        raise click.ClickException(f"{notebook}: {len(cells)} solution cells; the reference has {len(solved)}")
+        raise click.ClickException(_("{notebook}: {n} solution cells; the reference has {m}").format(
+            notebook=notebook, n=len(cells), m=len(solved)))
     for cell, src in zip(cells, solved):
         try:
             cell.source = fill(cell.source, src)

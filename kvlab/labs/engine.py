@@ -71,7 +71,9 @@ def _learner_frame(exc: BaseException) -> str | None:
         return None
     f = mine[-1]
     where = f.filename if not f.filename.startswith("<") else f.filename.strip("<>")
-    if "ipykernel" in where or where.startswith("/tmp"):
+    # A notebook cell's code is compiled under a temporary ipykernel path (or "<ipython-input-…>");
+    # any other file, wherever it lives (a clone under /tmp too), is named as it is.
+    if "ipykernel" in where or where.startswith("ipython-input"):
         where = _("your cell")
     return _("{where}, line {line}, in {name}").format(where=where, line=f.lineno, name=f.name)
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import click
 
-from kvlab.i18n import _
+from kvlab.cli_i18n import KvlabCommand
+from kvlab.i18n import N_, _
 
 __all__ = ["playground", "serve"]
 
@@ -47,39 +48,38 @@ def serve(folder: Path, port: int) -> http.server.ThreadingHTTPServer:
     return http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
 
 
-@click.command()
+@click.command(cls=KvlabCommand, help=N_(
+    "The browser playground (kvlab.core in Pyodide) as a folder.\n\n"
+    "Writes the page the site's Playground shows, to copy to any static host or a USB stick; "
+    "--serve serves it on 127.0.0.1 (browsers run it only from a web server)."))
 @click.option(
     "--out",
     "out",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("kvlab-playground"),
     show_default=True,
-    help="Folder to write the playground to (created; its files are replaced).",
+    help=N_("Folder to write the playground to (created; its files are replaced)."),
 )
 @click.option(
     "--serve",
     "serve_it",
     is_flag=True,
-    help="Serve the folder on http://127.0.0.1:PORT/ until Ctrl+C.",
+    help=N_("Serve the folder on http://127.0.0.1:PORT/ until Ctrl+C."),
 )
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
     default=8000,
     show_default=True,
-    help="Port for --serve (0 = any free port).",
+    help=N_("Port for --serve (0 = any free port)."),
 )
 @click.option(
     "--no-fetch",
     is_flag=True,
-    help="Do not fetch Pyodide / cbor2 when missing from the cache: fail instead.",
+    help=N_("Do not fetch Pyodide / cbor2 when missing from the cache: fail instead."),
 )
 def playground(out: Path, serve_it: bool, port: int, no_fetch: bool) -> None:
-    """The browser playground (kvlab.core in Pyodide) as a folder.
-
-    Writes the page the site's Playground shows, to copy to any static host or a USB stick;
-    --serve serves it on 127.0.0.1 (browsers run it only from a web server).
-    """
+    """``kvlab playground`` (its help is the decorator's)."""
     from kvlab.playground.build import build_playground
     from kvlab.playground.vendor import VendorError
 

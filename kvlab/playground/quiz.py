@@ -1,7 +1,8 @@
 """Predict-mode questions for a LiteTrace (no numpy): ``kvlab.viz.predict.quiz_points``' twin.
 
-The player's predict mode asks before popleft_n, lazy eviction and lookup-hit decisions; in the
-browser the questions are computed here, from the playground's list-based trace, with the same
+In the browser the player's predict mode asks before popleft_n, lazy eviction and lookup-hit
+decisions (PREDICT_KINDS; kvlab.viz.predict's window, fixed_point and preempt kinds are asked in
+JupyterLab and exported pages, not yet here); the questions are computed here, from the playground's list-based trace, with the same
 rules, choices, shuffling and catalogue messages (``kvlab.i18n``) as ``kvlab.viz.predict``
 (see that module for the rules). tests/playground/test_equivalence.py checks that both give
 the same points, in English and Chinese. The free-queue order and block hashes at each
@@ -167,7 +168,12 @@ def quiz_dicts(trace: LiteTrace, kinds: Iterable[str] = PREDICT_KINDS) -> list[d
         point = makers[kind](trace, calls, state, ask, reveal)
         if point is not None:
             points.append(point)
-    return sorted(points, key=lambda p: p["reveal"])
+    # As quiz_points: a point whose [ask, reveal] window overlaps an earlier one is dropped.
+    kept: list[dict[str, Any]] = []
+    for point in sorted(points, key=lambda p: (p["ask"], p["reveal"])):
+        if not kept or point["ask"] >= kept[-1]["reveal"]:
+            kept.append(point)
+    return sorted(kept, key=lambda p: p["reveal"])
 
 
 def _point(

@@ -58,6 +58,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from operator import itemgetter
 
+from kvlab.i18n import N_
+
 __all__ = [
     "CALL_SPECS",
     "HOOK_KINDS",
@@ -148,40 +150,40 @@ def _k(
 
 # fmt: off
 KIND_SCHEMA: dict[EventKind, KindSchema] = {
-    K.STEP: _k(None, "step", None, None, "", "a scheduler step starts"),
-    K.POPLEFT: _k("popleft", "block_id", None, None, "m", "free queue: head block unlinked"),
+    K.STEP: _k(None, "step", None, None, "", N_("a scheduler step starts")),
+    K.POPLEFT: _k("popleft", "block_id", None, None, "m", N_("free queue: head block unlinked")),
     K.POPLEFT_N: _k("popleft_n", None, None, "block_ids", "m",
-                    "free queue: first len(block_ids) blocks unlinked"),
+                    N_("free queue: first len(block_ids) blocks unlinked")),
     K.REMOVE: _k("remove", "block_id", None, None, "m",
-                 "free queue: block unlinked from the middle (cache hit)"),
-    K.APPEND: _k("append", "block_id", None, None, "m", "free queue: block linked at the tail"),
+                 N_("free queue: block unlinked from the middle (cache hit)")),
+    K.APPEND: _k("append", "block_id", None, None, "m", N_("free queue: block linked at the tail")),
     K.APPEND_N: _k("append_n", None, None, "block_ids", "m",
-                   "free queue: blocks linked at the tail, in order"),
+                   N_("free queue: blocks linked at the tail, in order")),
     K.GET_NEW_BLOCKS: _k("get_new_blocks", None, None, "block_ids", "m",
-                         "ref_cnt += 1 for each new block"),
+                         N_("ref_cnt += 1 for each new block")),
     K.TOUCH: _k("touch", None, None, "block_ids", "m",
-                "ref_cnt += 1 for each hit block (null block included)"),
+                N_("ref_cnt += 1 for each hit block (null block included)")),
     K.FREE_BLOCKS: _k("free_blocks", None, None, "block_ids", "m",
-                      "ref_cnt -= 1 for each block, in eviction order"),
+                      N_("ref_cnt -= 1 for each block, in eviction order")),
     K.BLOCK_STORED: _k("cache_full_blocks", "num_cached_blocks", "num_full_blocks",
                        "block_ids+hashes", "grm",
-                       "full blocks got their block_hash and entered the cached map"),
+                       N_("full blocks got their block_hash and entered the cached map")),
     K.BLOCK_REMOVED: _k("evict", "block_id", "hash", None, "gm",
-                        "a cached block lost its block_hash (evicted from the map)"),
+                        N_("a cached block lost its block_hash (evicted from the map)")),
     K.ALL_BLOCKS_CLEARED: _k("reset", None, None, None, "m",
-                             "reset_prefix_cache: every block_hash cleared"),
+                             N_("reset_prefix_cache: every block_hash cleared")),
     K.LOOKED_UP: _k("lookup", "hash", "block_id", None, "g",
-                    "get_cached_block probe for one group (block_id -1 = miss)"),
+                    N_("get_cached_block probe for one group (block_id -1 = miss)")),
     K.FIXED_POINT_ITERATED: _k("fixed_point", "iteration", "hit_length_in",
                                "hit_length_out,flags,kv_cache_group_ids,block_ids", "g",
-                               "one attention group's turn in the hybrid fixed point"),
+                               N_("one attention group's turn in the hybrid fixed point")),
     K.REQ_BLOCKS_ADDED: _k("req_blocks_add", None, None, "block_ids", "grm",
-                           "req_to_blocks[request][group].extend(block_ids)"),
+                           N_("req_to_blocks[request][group].extend(block_ids)")),
     K.REQ_BLOCKS_NULLED: _k("req_blocks_null", None, None, "indices", "grm",
-                            "req_to_blocks[request][group][i] = null_block"),
-    K.REQ_FREED: _k("req_free", None, None, None, "grm", "req_to_blocks[request][group] dropped"),
-    K.CALL_BEGIN: _k("begin_call", "args", "args", "args", "r", "a KVCacheManager call starts"),
-    K.CALL_END: _k("end_call", "result", "result", "result", "r", "the call opened last returns"),
+                            N_("req_to_blocks[request][group][i] = null_block")),
+    K.REQ_FREED: _k("req_free", None, None, None, "grm", N_("req_to_blocks[request][group] dropped")),
+    K.CALL_BEGIN: _k("begin_call", "args", "args", "args", "r", N_("a KVCacheManager call starts")),
+    K.CALL_END: _k("end_call", "result", "result", "result", "r", N_("the call opened last returns")),
 }
 # fmt: on
 """Field schema per kind; ``KIND_SCHEMA[k].doc`` is a one-line description."""

@@ -19,8 +19,28 @@ if TYPE_CHECKING:
 __all__ = ["render_lines", "render_nano_lines"]
 
 
+REASON_NAMES = {
+    "miss": N_("a probe missed"),
+    "capped": N_("the num_tokens - 1 cap"),
+    "eagle": N_("the EAGLE drop"),
+    "hybrid": N_("another group's alignment"),
+    "complete": N_("every full block hit"),
+    "too_short": N_("no full block"),
+    "no_lookup": N_("no lookup"),
+    "no_entry": N_("no map entry"),
+    "token_mismatch": N_("the token check failed"),
+    "partial_last_block": N_("a partial last block"),
+}
+"""explain()'s reason codes (Explanation.reason, NanoExplanation.reason) -> what they mean."""
+
+
 def _reason_line(reason: str) -> str:
-    return _("  reason: {reason}").format(reason=reason)
+    """``reason: miss`` in English; elsewhere the meaning, with the code kept for searching
+    (``原因：未命中（miss）``)."""
+    name = _(REASON_NAMES[reason]) if reason in REASON_NAMES else reason
+    shown = reason if name == REASON_NAMES.get(reason, reason) else _("{name} ({code})").format(
+        name=name, code=reason)
+    return _("  reason: {reason}").format(reason=shown)
 
 
 @with_language

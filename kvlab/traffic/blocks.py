@@ -14,6 +14,13 @@ many times, so ``prepare_blocks`` computes them once:
 Each distinct block hash also gets a small int ``key`` (first-seen order), so caches that work
 on ints (the radix tree, the infinite cache, the prefix counts) skip the 32-byte hashes.
 
+When every request names hash ids, the keys need no hashing at all: block ``j`` of the hash
+block named ``h`` has the same hash in every request that names ``h`` (a hash id names a
+prefix, checked by the readers), and different ``(h, j)`` give different tokens, so interning
+``(h, j)`` in the same order gives the very same keys. The block hashes are then computed only
+when something reads ``block_hashes`` (a replay through kvlab.core or nano-vllm); the curves,
+Belady, the fleet and the radix tree never do.
+
 Examples:
     >>> from kvlab.traffic.mooncake import read_mooncake_lines
     >>> reqs = read_mooncake_lines([
@@ -33,12 +40,12 @@ from typing import Any
 
 from kvlab.core.kv_cache_utils import BlockHash, hash_block_tokens, init_none_hash
 from kvlab.core.hashing import sha256
-from kvlab.traffic.mooncake import TrafficRequest
+from kvlab.traffic.mooncake import TrafficRequest, synthesize_tokens
 
-__all__ = ["BlockedTraffic", "prepare_blocks", "progress_iter"]
+__all__ = ["BlockedTraffic", "hash_id_keys", "prepare_blocks", "progress_iter"]
 
 
-@dataclass
+@dataclass(eq=False)
 class BlockedTraffic:
     """Traffic at one block size.
 
@@ -53,9 +60,20 @@ class BlockedTraffic:
 
     requests: list[TrafficRequest]
     block_size: int
-    block_hashes: list[list[BlockHash]]
+    _block_hashes: list[list[BlockHash]] | None
     keys: list[list[int]]
     num_keys: int
+    hash_fn: Callable[[Any], bytes] = sha256
+
+    @property
+    def block_hashes(self) -> list[list[BlockHash]]:
+        """Per request, the BlockHash of each full prompt block (computed on first use)."""
+        if self._block_hashes is None:
+            ensure_none_hash()
+            memo: dict = {}
+            self._block_hashes = [_hash_ids_blocks(r, self.block_size, memo, self.hash_fn)
+                                  for r in self.requests]  # fmt: skip
+        return self._block_hashes
 
     def __len__(self) -> int:
         return len(self.requests)
@@ -145,6 +163,7 @@ def prepare_blocks(
     block_size: int,
     hash_fn: Callable[[Any], bytes] = sha256,
     progress: bool | None = False,
+    any_block_size: bool = False,
 ) -> BlockedTraffic:
     """Hash every request's full prompt blocks at ``block_size`` (see the module docstring).
 
@@ -154,6 +173,9 @@ def prepare_blocks(
             hash block size (512 for Mooncake).
         hash_fn: The prefix-cache hash function (``kvlab.core.hashing``), vLLM's default sha256.
         progress: A tqdm progress bar: True shows it, None only on a terminal, False not.
+        any_block_size: Also accept a block size that does not divide a hash block size
+            (a model's aligned block size, 80 for Jamba): such requests are hashed over their
+            synthesized tokens (``synthesize_tokens``), slower but with the same meaning.
 
     Returns:
         The BlockedTraffic.
@@ -161,7 +183,13 @@ def prepare_blocks(
     Raises:
         ValueError: If block_size is not a positive int, or does not divide a hash block size.
     """
-    check_block_size(block_size, requests)
+    divides = all(r.hash_ids is None or r.hash_block_size % block_size == 0
+                  for r in requests)  # fmt: skip
+    if not (any_block_size and block_size >= 1 and not divides):
+        check_block_size(block_size, requests)
+    if divides and requests and all(r.hash_ids is not None for r in requests):
+        return BlockedTraffic(list(requests), block_size, None,
+                              *_hash_id_keys(requests, block_size, progress), hash_fn)  # fmt: skip
     ensure_none_hash()
     memo: dict = {}
     intern: dict[BlockHash, int] = {}
@@ -169,10 +197,50 @@ def prepare_blocks(
     it = progress_iter(requests, progress, desc=f"hashing blocks (block size {block_size})",
                        unit="req")  # fmt: skip
     for req in it:
-        if req.hash_ids is not None:
+        if req.hash_ids is not None and req.hash_block_size % block_size == 0:
             hashes = _hash_ids_blocks(req, block_size, memo, hash_fn)
         else:
-            hashes = _hash_tokens(req.prompt_token_ids or (), block_size, None, hash_fn)
+            hashes = _hash_tokens(synthesize_tokens(req), block_size, None, hash_fn)
         all_hashes.append(hashes)
         all_keys.append([intern.setdefault(h, len(intern)) for h in hashes])
-    return BlockedTraffic(list(requests), block_size, all_hashes, all_keys, len(intern))
+    return BlockedTraffic(list(requests), block_size, all_hashes, all_keys, len(intern), hash_fn)
+
+
+def hash_id_keys(req: TrafficRequest, block_size: int) -> list[int]:
+    """One request's block keys straight from its hash ids, with nothing remembered.
+
+    Key of block j of the hash block named h: ``h * per + j``, ``per = hash_block_size //
+    block_size``. Equal keys <=> equal prefixes, as ``prepare_blocks``'s keys (other ints),
+    so a streaming replay (``stack.LRUCurve``) of a trace too big to intern gives the same
+    hits.
+
+    Raises:
+        ValueError: If the request has no hash ids or block_size does not divide its hash
+            block size.
+    """
+    if req.hash_ids is None or req.hash_block_size % block_size:
+        raise ValueError(f"hash_id_keys needs hash ids at a multiple of block_size "
+                         f"{block_size}; request {req.request_id} has none")  # fmt: skip
+    per, ids = req.hash_block_size // block_size, req.hash_ids
+    return [ids[j // per] * per + j % per for j in range(req.num_prompt_tokens // block_size)]
+
+
+def _hash_id_keys(requests: Sequence[TrafficRequest], block_size: int,
+                  progress: bool | None) -> tuple[list[list[int]], int]:  # fmt: skip
+    """Keys of hash-id requests without hashing (see the module docstring)."""
+    intern: dict = {}
+    intern_id = intern.setdefault  # NOTE: a new key gets the next int: first-seen order
+    all_keys = []
+    it = progress_iter(requests, progress, desc=f"block keys (block size {block_size})",
+                       unit="req")  # fmt: skip
+    for req in it:
+        assert req.hash_ids is not None
+        per = req.hash_block_size // block_size
+        full = req.num_prompt_tokens // block_size
+        ids = req.hash_ids
+        if per == 1:  # NOTE: one block per hash id: the id itself names the block
+            keys = [intern_id(h, len(intern)) for h in ids[:full]]
+        else:
+            keys = [intern_id((ids[j // per], j % per), len(intern)) for j in range(full)]
+        all_keys.append(keys)
+    return all_keys, len(intern)

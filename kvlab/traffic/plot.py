@@ -6,7 +6,10 @@ Caches that agree draw the same line: each copy keeps its own colour and marker,
 and smaller on top of the first (hollow markers, so all show), and its legend entry says
 "identical to" the line it repeats.
 The knee of a line is the capacity past which more cache buys little: the trace's reused
-prefixes fit from there on.
+prefixes fit from there on. Labels are English unless ``lang="zh"`` asks for Chinese: their
+glyphs then come from the first CJK font matplotlib finds (_CJK_FONTS: Noto Sans CJK, Source Han
+Sans, WenQuanYi ...; without one, matplotlib warns and draws boxes into a PNG, while
+``kvlab whatif --html`` keeps the labels as SVG text, which the browser draws).
 
 matplotlib is optional (``pip install kvlab[viz]``): importing this module does not need it,
 ``hit_rate_figure`` says so when it is missing. The figure is a plain ``matplotlib.figure.Figure``
@@ -33,12 +36,15 @@ from kvlab.charts import (
     require_matplotlib,
     save_figure,
 )
+from kvlab.i18n import _, use_language
 
 __all__ = ["IMAGE_FORMATS", "hit_rate_figure", "save_figure"]
 
 _COLORS = {"vllm": "tab:blue", "nano-vllm": "tab:orange", "nano": "tab:orange",
            "radix": "tab:green"}
 _STYLES = ("-", "--", ":", "-.")
+_CJK_FONTS = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
+              "Microsoft YaHei", "PingFang SC", "Noto Sans CJK JP")  # fmt: skip
 _MARKERS = ("o", "s", "^", "D", "v")
 
 
@@ -51,7 +57,8 @@ def _row(r: Any) -> dict[str, Any]:
     return row
 
 
-def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
+def hit_rate_figure(results: Iterable[Any], title: str | None = None, *,
+                    lang: str = "en") -> Any:  # fmt: skip
     """Draw hit rate against capacity (see the module docstring).
 
     Args:
@@ -59,16 +66,33 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
             capacity_tokens, block_size, hit_rate); infinite-cache rows (cache "infinite")
             become horizontal lines whatever their capacity.
         title: Figure title (None = none).
+        lang: Language of the axis labels and the legend, "en" or "zh" (cache names stay
+            as they are).
 
     Returns:
         A matplotlib Figure (shown as SVG in a notebook) with one Axes: x = capacity
         (tokens, log scale), y = hit rate.
 
     Raises:
-        ValueError: If a row lacks a field, or no row has a finite capacity to draw.
+        ValueError: If a row lacks a field, no row has a finite capacity to draw, or
+            ``lang`` is not one of kvlab.i18n.LANGUAGES.
         ImportError: Without matplotlib.
     """
     require_matplotlib("drawing the hit-rate curve")
+    with use_language(lang) as lang:
+        if lang == "en":  # NOTE: matplotlib's own fonts: the same bytes as ever
+            return _figure(results, title)
+        from matplotlib import font_manager, rc_context
+
+        installed = {f.name for f in font_manager.fontManager.ttflist}
+        # NOTE: a text keeps the family in force when it is made; matplotlib then takes each
+        # glyph from the first font of the list that has it (Latin: DejaVu Sans)
+        fonts = ["DejaVu Sans", *(f for f in _CJK_FONTS if f in installed)]
+        with rc_context({"font.family": fonts}):
+            return _figure(results, title)
+
+
+def _figure(results: Iterable[Any], title: str | None) -> Any:
     rows = [_row(r) for r in results]
     lines: dict[tuple[str, int], list[tuple[int, float]]] = {}
     best: dict[int, float] = {}
@@ -80,7 +104,7 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
                 (r["capacity_tokens"], r["hit_rate"]))  # fmt: skip
     if not lines:
         raise ValueError("no row with a cache other than 'infinite': nothing to draw")
-    sizes = sorted({bs for _, bs in lines} | set(best))
+    sizes = sorted({bs for _name, bs in lines} | set(best))
     style = {bs: _STYLES[i % len(_STYLES)] for i, bs in enumerate(sizes)}
     fig = figure_class("HitRateFigure")(figsize=(7, 4.2), layout="constrained")
     ax = fig.add_subplot()
@@ -88,12 +112,13 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None) -> Any:
         ax.plot(line.pop("xs"), line.pop("ys"), **line)
     for bs in sorted(best):
         ax.axhline(best[bs], linestyle=style[bs], color="0.35", linewidth=1,
-                   label=f"infinite cache, block size {bs}")  # fmt: skip
+                   label=_("infinite cache, block size {block_size}").format(
+                       block_size=bs))  # fmt: skip
     ax.set_xscale("log")
-    top = max([y for pts in lines.values() for _, y in pts] + list(best.values()))
+    top = max([y for pts in lines.values() for _cap, y in pts] + list(best.values()))
     ax.set_ylim(0, min(1.0, max(top * 1.15, 0.01)))  # NOTE: low real hit rates stay readable
-    ax.set_xlabel("cache capacity (tokens, log scale)")
-    ax.set_ylabel("hit rate (hit tokens / prompt tokens)")
+    ax.set_xlabel(_("cache capacity (tokens, log scale)"))
+    ax.set_ylabel(_("hit rate (hit tokens / prompt tokens)"))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small", loc="best")
     if title:
@@ -113,9 +138,9 @@ def _line_styles(lines: dict[tuple[str, int], list[tuple[int, float]]],
         xs, ys = zip(*sorted(points), strict=True)
         key = (xs, tuple(round(y, 9) for y in ys))
         same = first.setdefault(key, [])
-        label = f"{name}, block size {bs}"
+        label = _("{cache}, block size {block_size}").format(cache=name, block_size=bs)
         if same:
-            label += f" (identical to {out[same[0]]['label']})"
+            label += _(" (identical to {line})").format(line=out[same[0]]["label"])
         same.append(i)
         out.append({"xs": xs, "ys": ys, "linestyle": style[bs], "label": label, "marker": "o",
                     "color": _COLORS.get(name, "tab:purple")})  # fmt: skip

@@ -54,11 +54,15 @@ class ReplayResult:
         clock: "sequence" or "timed".
         prompt_tokens: Prompt tokens of every request (tokens).
         hit_tokens: Prompt tokens served from the prefix cache (tokens).
-        evicted_blocks: Cached blocks evicted (blocks; radix: evicted tokens / block_size).
+        evicted_blocks: Cached blocks evicted (blocks; radix: evicted tokens / block_size);
+            None where it is not counted (libCacheSim's policies).
         preemptions: Requests preempted (0 on the sequence clock).
         rejected: Requests that never fit in the pool.
         per_request_hit_tokens: Hit of each request's first admission (tokens), trace order.
         trace: The recording (kvlab Trace) when one was asked for, else None.
+        warmup_requests: hit_tokens and prompt_tokens sum the requests from this index on
+            (``--warmup``; the peers measure the second half).
+        sizing: The ``sizing.KVCacheSizing`` of a replay sized in bytes, else None.
     """
 
     cache: str
@@ -67,11 +71,13 @@ class ReplayResult:
     clock: str
     prompt_tokens: int = 0
     hit_tokens: int = 0
-    evicted_blocks: int = 0
+    evicted_blocks: int | None = 0
     preemptions: int = 0
     rejected: int = 0
     per_request_hit_tokens: list[int] = field(default_factory=list, repr=False)
     trace: Any = field(default=None, repr=False)
+    warmup_requests: int = 0
+    sizing: Any = field(default=None, repr=False)
 
     @property
     def hit_rate(self) -> float:
@@ -85,8 +91,15 @@ class ReplayResult:
             "block_size": self.block_size, "clock": self.clock, "hit_rate": self.hit_rate,
             "hit_tokens": self.hit_tokens, "prompt_tokens": self.prompt_tokens,
             "evicted_blocks": self.evicted_blocks, "preemptions": self.preemptions,
-            "rejected": self.rejected,
-        }  # fmt: skip
+            "rejected": self.rejected, "warmup_requests": self.warmup_requests,
+        } | (self.sizing_dict() if self.sizing is not None else {})  # fmt: skip
+
+    def sizing_dict(self) -> dict[str, Any]:
+        """The model and its pool when sized in bytes (``sizing.KVCacheSizing``)."""
+        s = self.sizing
+        return {"model": s.model, "kv_cache_memory_bytes": s.kv_cache_memory_bytes,
+                "num_gpu_blocks": s.num_gpu_blocks, "kv_cache_groups": len(s.groups),
+                "page_size_bytes": s.page_size_bytes, "max_model_len": s.max_model_len}
 
 
 class EvictionCounter:
@@ -247,15 +260,19 @@ def _serve_radix(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any,
     res.evicted_blocks = evicted
 
 
-def infinite_hits(b: BlockedTraffic) -> list[int]:
+def infinite_hits(b: BlockedTraffic, max_model_len: int | None = None) -> list[int]:
     """Per request, the hit (tokens) if every block ever seen stayed cached.
 
     The hit of request i is the longest prefix of its keys seen in requests 0..i-1, capped at
-    (num_tokens - 1) // block_size blocks (vLLM's cap), in tokens.
+    (num_tokens - 1) // block_size blocks (vLLM's cap), in tokens. A prompt longer than
+    ``max_model_len`` (tokens; None = no limit) is refused: 0, and its blocks are not seen.
     """
     seen: set[int] = set()
     out = []
     for keys, req in zip(b.keys, b.requests, strict=True):
+        if max_model_len is not None and req.num_prompt_tokens > max_model_len:
+            out.append(0)
+            continue
         cap = (req.num_prompt_tokens - 1) // b.block_size
         n = 0
         while n < cap and keys[n] in seen:

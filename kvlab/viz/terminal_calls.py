@@ -18,8 +18,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kvlab.i18n import _, ngettext, with_language
+from kvlab.i18n import _, language, ngettext, with_language
 from kvlab.trace import EventKind
+from kvlab.trace import KIND_SCHEMA
 from kvlab.viz.calls import (
     block_size_of,
     event_window,
@@ -259,7 +260,7 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
     return Group(title, bar, ruler, legend, note)
 
 
-_EVENT_HEAD = re.compile(r"^(?:▶ |  )#\d+ step -?\d+ +")
+_EVENT_HEAD = re.compile(r"^(?:▶ |  )#\d+ (?:step -?\d+|第 -?\d+ 步) +")
 """The marker, event index and step of an event line: its continuation lines hang past it."""
 
 
@@ -290,7 +291,7 @@ def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> Re
     window = event_window(trace, index, before, after)
     notes = event_notes(trace, window[0].seq, window[-1].seq) if window else {}
     for e in window:
-        text = str(e) + (f"  ⟵ {notes[e.seq]}" if e.seq in notes else "")
+        text = _event_text(e) + (f"  ⟵ {notes[e.seq]}" if e.seq in notes else "")
         if e.seq == index:
             line = Text("▶ " + text, style="reverse bold")
         elif e.kind in (K.CALL_BEGIN, K.CALL_END, K.STEP):
@@ -302,7 +303,20 @@ def render_events(trace: Any, index: int, before: int = 6, after: int = 6) -> Re
         # NOTE: a long event wraps under its kind, two cells in, not back to column 0
         head = _EVENT_HEAD.match(line.plain)
         lines.append(Hanging(line, (head.end() if head else 2) + 2))
+    if language() != "en" and window:  # NOTE: the kinds are identifiers; say what each means
+        lines.append(Text(_("event kinds: {kinds}").format(kinds=""), style="dim"))
+        lines += [Text("  " + _("{kind} = {meaning}").format(kind=k.name,
+                                                             meaning=_(KIND_SCHEMA[k].doc)),
+                       style="dim") for k in sorted({e.kind for e in window})]
     return Group(*lines)
+
+
+def _event_text(e: Any) -> str:
+    """An event's line (``#12 step 1 CALL_BEGIN ...``) with its step in the current language."""
+    text, head = str(e), f"#{e.seq} step {e.step}"
+    if not text.startswith(head):
+        return text
+    return _("#{seq} step {step}").format(seq=e.seq, step=e.step) + text[len(head):]
 
 
 def focus_requests(trace: Any, index: int, limit: int = 8) -> list[str]:
@@ -336,7 +350,7 @@ def render_state(trace: Any, index: int, requests: list[str] | None = None) -> R
         KeyError: If a named request has no known hash chain.
     """
     state_at(trace, index)
-    what = str(trace[index]) if index >= 0 else _("initial state (before event 0)")
+    what = _event_text(trace[index]) if index >= 0 else _("initial state (before event 0)")
     parts: list[RenderableType] = [
         Group(
             Text(

@@ -291,5 +291,5 @@ def test_compare_svg_dir_without_matplotlib_says_what_to_install(tmp_path: Path)
             f"main(['compare', 'rag', '--svg-dir', {str(tmp_path / 'svg')!r}])\n")  # fmt: skip
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
-    assert "--svg-dir needs matplotlib: pip install 'kvlab[viz]'" in run.stderr
+    assert f"--svg-dir needs matplotlib (the viz extra): {install_hint('viz')}" in " ".join(run.stderr.split())
     assert not (tmp_path / "svg").exists()

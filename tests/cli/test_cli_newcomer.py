@@ -270,7 +270,8 @@ def test_help_summaries_are_whole_at_80_columns() -> None:
         assert not summary.endswith("..."), (name, summary)
         assert summary.count("(") == summary.count(")"), (name, summary)
         assert summary == main.commands[name].get_short_help_str(1000), name
-    assert summaries["slides"] == "A course notebook as offline reveal.js slides."
+    assert summaries["slides"] == "A course notebook or a session's deck as offline slides."
+    assert summaries["labs"] == "Build vLLM's KV-cache pieces, graded against vLLM."
 
 
 def test_trace_show_indents_wrapped_event_lines(tmp_path: Path) -> None:

@@ -147,3 +147,84 @@ def test_compare_tables_take_a_lang() -> None:
     assert "1 more requests not shown" in to_text(render_request_table(c, max_rows=1), width=120)
     with pytest.raises(ValueError, match="en, zh"):
         render_comparison_table(c, lang="fr")
+
+
+def test_whatif_model_and_fleet_tables_in_chinese(tmp_path: Path) -> None:
+    """traffic2's options (--model-config, --replicas, --routing, --warmup): the model and fleet
+    tables are Chinese with the English run's numbers, and the JSON is the same."""
+    for extra, labels in (
+        (["--model-config", "llama-3.1-8b", "--kv-cache-memory", "1GiB", "--max-model-len",
+          "4096", "--warmup", "0.5"],
+         ("模型", "KV 缓存（GiB）", "组数", "无限大缓存", "300 个请求，模型 llama-3.1-8b")),
+        (["--capacity-tokens", "1e5", "--replicas", "2", "--routing", "round-robin,session"],
+         ("2 个副本", "路由策略", "副本数", "每个副本的容量（token 数）", "所有副本合成一池",
+          "路由损失的命中", "最忙副本负载 / 平均负载")),
+    ):  # fmt: skip
+        args = ["whatif", str(_TRACE), "--no-progress", *extra]
+        en = _run([*args, "--json", str(tmp_path / "en.json")]).replace(str(tmp_path), "T")
+        zh = _run([*args, "--json", str(tmp_path / "zh.json"), "--lang", "zh"]).replace(
+            str(tmp_path), "T")
+        assert _zh.english_left(en), "the English tables hold catalogue phrases"
+        assert _zh.english_left(zh) == [], zh
+        assert _zh.numbers(zh) == _zh.numbers(en)
+        for label in labels:
+            assert label in zh, label
+        assert json.loads((tmp_path / "en.json").read_text()) == json.loads(
+            (tmp_path / "zh.json").read_text())
+
+
+@pytest.mark.parametrize("extra, expected", [
+    (["--capacity-tokens", "1e5", "--replicas", "2", "--routing", "best"],
+     "错误：--routing 的值无效：未知的路由策略 'best'；允许的有：round-robin, random, session, "
+     "prefix-aware, least-loaded"),
+    (["--capacity-tokens", "1e5", "--policies", "belady2"],
+     "错误：--policies 的值无效：未知的驱逐策略 'belady2'；允许的有：fifo, lru, s3fifo, sieve, arc, "
+     "clock, lirs, twoq, lfu"),
+    ([], "错误：块池大小要么以 token 数给出（--capacity-tokens 1e5,1e6），要么按模型以字节给出"
+         "（--model-config NAME --kv-cache-memory 16GiB），二者选一"),
+    (["--capacity-tokens", "1e5", "--gpu-memory", "80GiB"],
+     "错误：--kv-cache-memory、--gpu-memory 和 --weights 用来按模型估算块池：请加上 --model-config NAME"),
+    (["--capacity-tokens", "1e5", "--warmup", "1"],
+     "错误：'--warmup' 的值无效：1.0 不在范围 0<=x<1 内。"),
+])  # fmt: skip
+def test_whatif_new_option_errors_in_chinese(extra: list[str], expected: str) -> None:
+    args = ["whatif", str(_TRACE), "--no-progress", *extra]
+    en = CliRunner().invoke(main, args, env=_NO_LOCALE)
+    zh = CliRunner().invoke(main, [*args, "--lang", "zh"], env=_NO_LOCALE)
+    assert en.exit_code == zh.exit_code == 2, zh.output
+    assert zh.output.strip().splitlines()[-1] == expected
+    assert "Error" not in zh.output and _zh.english_left(zh.output) == []
+    assert en.output.strip().splitlines()[-1].startswith("Error: ")
+
+
+def test_whatif_curve_in_chinese(tmp_path: Path) -> None:
+    """--svg with --lang zh: the curve's title, axes and legend are Chinese (cache names and
+    numbers as in English); without --lang the SVG is English."""
+    args = ["whatif", str(_TRACE), "--capacity-tokens", "1e5,1e6", "--limit", "20",
+            "--no-progress"]  # fmt: skip
+    _run([*args, "--svg", str(tmp_path / "en.svg")])
+    _run([*args, "--svg", str(tmp_path / "zh.svg"), "--lang", "zh"])
+    en, zh = (tmp_path / "en.svg").read_text(), (tmp_path / "zh.svg").read_text()
+    for text in ("conversation_excerpt.jsonl: 20 requests, block size 512",
+                 "cache capacity (tokens, log scale)", "vllm, block size 512"):  # fmt: skip
+        assert f"<!-- {text} -->" in en and f"<!-- {text} -->" not in zh, text
+    for text in ("conversation_excerpt.jsonl：20 个请求，块大小 512",
+                 "缓存容量（token 数，对数坐标）", "vllm，块大小 512", "无限大缓存，块大小 512"):  # fmt: skip
+        assert f"<!-- {text} -->" in zh, text
+
+
+def test_whatif_help_texts_name_every_choice() -> None:
+    """The help texts write their choices out (a catalogue message cannot hold an f-string):
+    each still names every choice the option accepts."""
+    from kvlab.cli_checks import CACHES_HELP
+    from kvlab.traffic.peer_policies import POLICIES
+    from kvlab.traffic.sizing import BUNDLED_MODELS
+    from kvlab.whatif_cli import _BOUNDS, _FORMATS, _ROUTINGS, whatif
+
+    helps = {p.name: p.help for p in whatif.params if hasattr(p, "help")}
+    assert helps["fmt"] == f"Trace format: {', '.join(_FORMATS)}."
+    assert helps["caches"] == f"Comma-separated, of {CACHES_HELP}, {', '.join(_BOUNDS)}."
+    assert helps["routing"].startswith(f"Comma-separated, of {', '.join(_ROUTINGS)} (")
+    assert f"({', '.join(POLICIES)};" in helps["policies"]
+    listed = helps["model_config"].split("config.json, or ")[1].rstrip(").")
+    assert sorted(listed.split(", ")) == sorted(BUNDLED_MODELS)

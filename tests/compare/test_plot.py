@@ -10,6 +10,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from kvlab.cli_hints import install_hint
 from kvlab.compare import line_plot_svg, series_figure
 from kvlab.compare.analyzer import compare
 from kvlab.compare.workloads import Workload, WorkloadRequest
@@ -89,4 +90,5 @@ def test_without_matplotlib_the_error_says_what_to_install() -> None:
             "    print(e)\n")  # fmt: skip
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "plotting a comparison needs matplotlib: pip install 'kvlab[viz]'"
+    # The runnable command that installs the extra here (kvlab.cli_hints.install_hint).
+    assert run.stdout.strip() == f"plotting a comparison needs matplotlib (the viz extra): {install_hint('viz')}"

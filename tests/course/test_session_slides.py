@@ -48,7 +48,7 @@ def test_the_code_excerpts_run() -> None:
     """The slides' code is true: each excerpt runs in the setting its slide describes."""
     from kvlab.core import Request, SamplingParams, get_request_block_hasher, sha256
     from kvlab.core.sched import SchedulerConfig
-    from kvlab.course._lab import full_attention_manager
+    from kvlab.course.lab_setup import full_attention_manager
     from kvlab.kv_transfer import ConnectorScheduler, CPUOffloadingConnector
 
     manager = full_attention_manager(16, 4, 128)
@@ -70,7 +70,7 @@ def test_the_code_excerpts_run() -> None:
 def test_the_command_builds_a_session_deck_and_refuses_both_or_neither(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["slides", "--session", "2", "--lang", "zh", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert f"wrote {tmp_path / 'session2.zh.slides.html'}" in result.output
+    assert f"已写出 {tmp_path / 'session2.zh.slides.html'}（" in result.output  # --lang zh: in Chinese
     for args in (["slides"], ["slides", "3", "--session", "1"]):
         bad = CliRunner().invoke(main, args)
         assert bad.exit_code == 2 and "give a notebook NUMBER (e.g. 03) or --session N (1-3), not both" in bad.output

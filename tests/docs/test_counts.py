@@ -40,3 +40,11 @@ def test_committed_counts_are_current_and_no_page_spells_one_out() -> None:
         assert hooks.fill_counts(text) == text, f"{path}: a kvlab:count marker holds a stale number"
         assert not re.search(WORDS, text, re.IGNORECASE), f"{path}: say the count with a kvlab:count marker"
     assert {"index.md", "index.zh.md"} <= set(marked)
+
+
+def test_no_count_marker_starts_a_line() -> None:
+    """Markdown reads a line that starts with ``<!--`` as a raw HTML block: the count would leave
+    its paragraph (teach-a-class once rendered "opens the</p> 13 course notebooks")."""
+    for path in PAGES:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            assert not line.lstrip().startswith("<!-- kvlab:count"), f"{path}:{number}"

@@ -113,6 +113,28 @@ def test_offloading_turns_a_recompute_into_a_load_on_resume() -> None:
     assert cpu.loads == {} and cpu.next_stored_block_idx == {}
 
 
+def test_a_connector_that_never_loads_schedules_exactly_like_core() -> None:
+    """ConnectorScheduler.schedule repeats core's running loop and output: with nothing to
+    load, every step (scheduled tokens, preemptions, block ids, free blocks) is core's."""
+    runs = []
+    for connector in (None, RemotePrefillConnector(remote_prefilled=set())):
+        manager = _manager(11)
+        config = SchedulerConfig(max_model_len=128, max_num_batched_tokens=16, max_num_seqs=4)
+        scheduler = ConnectorScheduler(manager, config, connector) if connector else Scheduler(manager, config)
+        for i, length in enumerate((13, 9, 17, 6)):
+            scheduler.add_request(_request(f"r{i}", [i % 2] * 4 + list(range(50 * i, 50 * i + length)), 6))
+        steps = []
+        while scheduler.has_unfinished_requests():
+            out = scheduler.schedule()
+            steps.append((dict(out.num_scheduled_tokens), sorted(out.preempted_req_ids),
+                          {r: manager.get_block_ids(r)[0] for r in out.num_scheduled_tokens},
+                          manager.block_pool.get_num_free_blocks()))  # fmt: skip
+            scheduler.update_from_output(out, {r: [7] for r in out.num_scheduled_tokens})
+        runs.append((steps, [r.describe() for r in scheduler.step_log]))
+    assert any(pre for _, pre, _, _ in runs[0][0])  # the workload preempts
+    assert runs[1] == runs[0]
+
+
 def test_the_cpu_store_is_an_lru_of_block_hashes() -> None:
     cpu = CPUOffloadingConnector(block_size=4, num_cpu_blocks=2)
     req = _request("r", list(range(14)))                  # 3 full blocks

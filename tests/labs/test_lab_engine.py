@@ -107,3 +107,18 @@ def test_kvlab_labs_imports_without_torch_or_widgets() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "11"
+
+
+def test_a_notebook_cells_frame_is_your_cell_and_any_other_file_is_named() -> None:
+    from kvlab.labs.engine import _learner_frame
+
+    def raised(filename: str) -> BaseException:
+        try:
+            exec(compile("def remove(block):\n    raise KeyError(block)\nremove(0)\n", filename, "exec"), {})
+        except KeyError as exc:
+            return exc
+        raise AssertionError("no exception")
+
+    assert _learner_frame(raised("/tmp/ipykernel_4242/1234567.py")) == "your cell, line 2, in remove"
+    # A learner's file in a clone under /tmp is named, not called a cell.
+    assert _learner_frame(raised("/tmp/clone/lab.py")) == "/tmp/clone/lab.py, line 2, in remove"

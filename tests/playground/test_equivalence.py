@@ -5,7 +5,8 @@ For the presets and 120 random scenarios, the scenario is run twice on kvlab.cor
 trace player receives must be the same, byte for byte: ``kvlab.viz.encode_trace(trace)`` ==
 ``kvlab.playground.encode.encode_lite_trace(lite)`` (every column, the interned hashes and
 requests, the initial state, the hash tree, the config), and the predict mode's questions
-``quiz_points`` == ``quiz_dicts`` in English and Chinese. Also the player defaults and views.
+``quiz_points`` == ``quiz_dicts`` for the browser's kinds (playground PREDICT_KINDS), in
+English and Chinese. Also the player defaults and views.
 tests/playground/test_browser.py then checks that Pyodide produces this same output.
 """
 
@@ -21,7 +22,7 @@ from kvlab.playground import parse_scenario, run_scenario
 from kvlab.playground.browser import PLAYER_DEFAULTS, default_views
 from kvlab.playground.encode import encode_lite_trace, narrowest
 from kvlab.playground.events import EventRecorder
-from kvlab.playground.quiz import quiz_dicts
+from kvlab.playground.quiz import PREDICT_KINDS, quiz_dicts
 from kvlab.trace import Recorder
 from kvlab.viz import export
 from kvlab.viz.encode import encode_trace
@@ -50,7 +51,7 @@ def test_lite_trace_encodes_like_encode_trace(name, data) -> None:
     assert _json(encode_lite_trace(lite)) == _json(encode_trace(trace))
     for lang in ("en", "zh"):
         with use_language(lang):
-            assert _json(quiz_dicts(lite)) == _json([p.to_dict() for p in quiz_points(trace)])
+            assert _json(quiz_dicts(lite)) == _json([p.to_dict() for p in quiz_points(trace, PREDICT_KINDS)])
     assert default_views(lite) == export.default_views(trace)
 
 

@@ -63,6 +63,20 @@ def test_figure_draws_every_row():
     assert rate["vllm", 512, 1024] == 512 / 2724
 
 
+def test_figure_in_chinese_keeps_the_cache_names_and_numbers():
+    rows = _rows()
+    en, zh = hit_rate_figure(rows).axes[0], hit_rate_figure(rows, lang="zh").axes[0]
+    assert (zh.get_xlabel(), zh.get_ylabel()) == ("缓存容量（token 数，对数坐标）",
+                                                  "命中率（命中 token 数 / 提示词 token 数）")
+    assert [ln.get_label() for ln in zh.get_lines()] == [
+        "vllm，块大小 512", "vllm，块大小 256（与 vllm，块大小 512 相同）",
+        "无限大缓存，块大小 256", "无限大缓存，块大小 512"]
+    assert [list(ln.get_ydata()) for ln in zh.get_lines()] == [
+        list(ln.get_ydata()) for ln in en.get_lines()]
+    with pytest.raises(ValueError, match="unknown language 'fr'"):
+        hit_rate_figure(rows, lang="fr")
+
+
 def test_figure_bad_rows():
     with pytest.raises(ValueError, match="nothing to draw"):
         hit_rate_figure([r for r in _rows() if r["cache"] == "infinite"])

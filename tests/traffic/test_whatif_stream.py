@@ -108,14 +108,17 @@ def test_cli_stream_writes_the_rows_of_the_whole_list_run(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--caches", "nano-vllm"], "nano-vllm cannot be streamed (it hashes every synthesized "
-     "token); allowed with --stream: vllm, radix"),
+    (["--caches", "nano-vllm"], "Invalid value for --caches: nano-vllm cannot be streamed; "
+     "allowed with --stream: vllm, radix (infinite is added)"),
+    (["--caches", "vllm,belady"], "belady cannot be streamed; allowed with --stream: vllm, radix"),
     (["--format", "jsonl"], "--stream reads Mooncake traces only, got --format jsonl; allowed: "
      "mooncake"),
     (["--clock", "timed"], "--stream replays on the sequence clock only, got 'timed'; allowed: "
      "sequence"),
-    (["--top-prefixes", "3"], "--top-prefixes, --trace-at, --explain and --save look back over "
-     "the whole request list, which --stream does not keep; run them with --limit N instead"),
+    (["--top-prefixes", "3", "--warmup", "0.5", "--replicas", "2"], "--stream keeps no request "
+     "list, which --top-prefixes, --warmup, --replicas need; run them without --stream, with "
+     "--limit N"),
+    (["--trace-at", "1e5", "--explain", "0"], "which --trace-at, --explain need"),
 ])  # fmt: skip
 def test_cli_stream_refuses_what_it_cannot_do_with_exit_2(extra, message, tmp_path) -> None:
     out = tmp_path / "r.json"
@@ -142,6 +145,9 @@ def test_cli_refuses_a_trace_too_big_to_hold_up_front(tmp_path: Path, monkeypatc
         f"Error: {trace}: reading this trace whole would take about 0.0 GiB of memory, over the "
         "0.0 GiB kvlab allows; add --stream to replay it one request at a time in bounded "
         "memory (caches vllm and radix), or --limit N for its first N requests")
+    res = _whatif(str(trace), "--capacity-tokens", "1e5", "--lang", "zh")
+    assert res.exit_code == 1 and "整个读入这条轨迹大约需要 0.0 GiB 内存，超过了 kvlab 允许的 0.0 GiB；加上 " \
+        "--stream 可以在有上界的内存里逐条回放" in res.output  # fmt: skip
     assert _whatif(str(trace), "--capacity-tokens", "1e5", "--stream").exit_code == 0
 
 

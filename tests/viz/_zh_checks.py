@@ -3,7 +3,9 @@
 * ``english_left(zh)``: the English source phrases of kvlab's catalogue still in a zh render.
   A phrase is a literal piece of a msgid between its {placeholders} that holds at least two
   English words (single words such as "free" or "group" are also vLLM identifiers, e.g.
-  ``name=free``, so they are not scanned).
+  ``name=free``, so they are not scanned) with a space between them, at most punctuation beside
+  it (a piece of code such as ``req_to_blocks[request][group][i] = null_block`` is written the
+  same in every language).
 * ``numbers(text)``: every number in a render, as a multiset (Chinese word order may move them).
 * ``identifiers(text)``: every snake_case identifier (block_id, ref_cnt ...).
 """
@@ -19,7 +21,7 @@ from babel.messages.pofile import read_po
 from kvlab.i18n import LOCALE_DIR
 
 _PLACEHOLDER = re.compile(r"\{[a-z_]*\}")
-_TWO_WORDS = re.compile(r"[A-Za-z]{2,}[^\w{}]+[A-Za-z]{2,}")
+_TWO_WORDS = re.compile(r"[A-Za-z]{2,}[,;:!?)\]·]*\s+[·(\[]*\s*[A-Za-z]{2,}")
 
 
 @cache
@@ -34,7 +36,7 @@ def english_phrases() -> tuple[str, ...]:
         for msgid in [m.id] if isinstance(m.id, str) else list(m.id):
             for piece in _PLACEHOLDER.split(msgid):
                 piece = piece.strip(" ·:;,.")
-                if _TWO_WORDS.search(piece):
+                if _TWO_WORDS.search(piece):  # code (f(x)[i], a = b) stays English
                     phrases.add(piece)
     return tuple(sorted(phrases))
 

@@ -109,7 +109,7 @@ def test_export_html_in_chinese(shared: Trace, tmp_path: Path) -> None:
     ]
     assert all(CJK.search(p.question) and CJK.search(p.explanation) for p in zh)
     assert zh[0].question == (
-        "get_computed_blocks（请求 'a'）：共 10 个 token，2 个完整块已计算哈希（每块 4 个 token）。"
+        "get_computed_blocks（请求 'a'）：共 10 个 token，2 个满块已计算哈希（每块 4 个 token）。"
         "有多少个 token 命中前缀缓存（num_new_computed_tokens）？"
     )
     assert zh[0].choices == ("0 个 token", "8 个 token", "9 个 token", "10 个 token")

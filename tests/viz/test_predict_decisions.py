@@ -118,4 +118,4 @@ def test_the_new_questions_speak_chinese(lang: str) -> None:
     with use_language(lang):
         (first, *_rest) = quiz_points(trace, ["preempt"])
         (window, *_more) = quiz_points(hybrid_trace(), ["window"])
-    assert "抢占" in first.question and "空块" in window.question
+    assert "抢占" in first.question and "占位块" in window.question

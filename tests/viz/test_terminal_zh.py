@@ -54,9 +54,16 @@ def _renders(trace: Trace, index: int) -> tuple[str, str]:
     )
 
 
+KINDS_LEGEND = "事件类型：\n"
+"""Where a Chinese events view starts saying what each event kind shown means (the kinds are
+identifiers; the English render has no such legend)."""
+
+
 def _check_same_facts(en: str, zh: str) -> None:
     assert english_left(zh) == [], "English left in the zh render"
-    assert numbers(zh) == numbers(en), "the numbers differ between en and zh"
+    body, _, legend = zh.partition(KINDS_LEGEND)
+    assert numbers(body) == numbers(en), "the numbers differ between en and zh"
+    assert all(re.match(r"\s*[A-Z_]+：\S", line) for line in legend.splitlines() if line.strip())
     # kvlab's own status words (pool counts) are translated; vLLM's identifiers are not
     missing = identifiers(en) - identifiers(zh) - {"in_use", "in_transit"}
     assert not missing, missing
@@ -78,7 +85,7 @@ def test_every_view_of_a_shared_prefix_trace_in_chinese(shared: Trace, index: in
     _check_same_facts(en, zh)
     assert "空闲队列 free_block_queue" in zh and "最先驱逐" in zh
     flat = " ".join(zh.split())  # a narrow table wraps its title
-    assert "req_to_blocks 块表" in flat or "块表：没有请求持有块" in zh
+    assert "块列表（req_to_blocks）" in flat or "块列表：没有请求持有块" in zh
     assert "使用中（上标 = ref_cnt）" in zh and "空闲、已缓存：可驱逐" in zh
     assert "哈希链" in zh
 
@@ -88,7 +95,7 @@ def test_the_hybrid_fixed_point_in_chinese(hybrid: Trace, index: int) -> None:
     en, zh = _renders(hybrid, index)
     _check_same_facts(en, zh)
     assert "混合不动点" in zh and "轮次" in zh and "组 1 · SlidingWindow（窗口 8）" in zh
-    assert "空块与无主的空闲块" in zh
+    assert "占位块与无主的空闲块" in zh
 
 
 def test_a_nano_vllm_trace_in_chinese() -> None:
@@ -126,7 +133,7 @@ def test_explain_in_chinese_keeps_the_numbers(shared: Trace) -> None:
         assert identifiers(en) <= identifiers(zh)
         assert "原因：" in zh
     zh_last = str(explain(shared, calls[-1], lang="zh"))
-    assert "空闲队列队头" in zh_last and "被驱逐" in zh_last
+    assert "空闲队列队首" in zh_last and "被驱逐" in zh_last
 
 
 def test_explain_of_a_nano_allocate_in_chinese() -> None:

@@ -58,3 +58,60 @@ PLATFORM = use_cpu_platform()
 
 def pytest_report_header(config):
     return [f"vllm_env: platform {PLATFORM}, offline hub cache at {HF_HOME}"]
+
+
+# vLLM's root conftest (tests/conftest.py), which the runner does not load (--confcutdir), holds
+# three fixtures the suite's files take: ``dist_init`` (a one-process distributed group; here on
+# the CPU's backend, gloo, instead of NCCL), ``default_vllm_config`` and ``caplog_vllm``. The same
+# fixtures here. (``image_urls`` is not: the one file that takes it starts an LLM.)
+import logging  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture()
+def dist_init():
+    """A world of one process (tensor and pipeline parallel size 1), torn down after the test;
+    a default VllmConfig is current meanwhile unless the test set one (as vLLM's fixture)."""
+    import contextlib
+
+    from vllm.config import VllmConfig, get_current_vllm_config_or_none, set_current_vllm_config
+    from vllm.distributed import cleanup_dist_env_and_memory, init_distributed_environment
+    from vllm.distributed.parallel_state import initialize_model_parallel
+
+    fd, store = tempfile.mkstemp()
+    os.close(fd)
+    current = contextlib.nullcontext() if get_current_vllm_config_or_none() is not None \
+        else set_current_vllm_config(VllmConfig())  # fmt: skip
+    try:
+        with current:
+            init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                         distributed_init_method=f"file://{store}")  # fmt: skip
+            initialize_model_parallel(1, 1)
+            yield
+        cleanup_dist_env_and_memory()
+    finally:
+        if os.path.exists(store):
+            os.unlink(store)
+
+
+@pytest.fixture
+def default_vllm_config():
+    """A default VllmConfig set as the current one for the test."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+
+    config = VllmConfig()
+    with set_current_vllm_config(config):
+        yield config
+
+
+@pytest.fixture()
+def caplog_vllm(caplog):
+    """``caplog`` that sees vLLM's log records (vLLM's logger does not propagate to the root)."""
+    logger = logging.getLogger("vllm")
+    before = logger.propagate
+    logger.propagate = True
+    try:
+        yield caplog
+    finally:
+        logger.propagate = before

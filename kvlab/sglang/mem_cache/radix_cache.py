@@ -389,7 +389,7 @@ class RadixCache:
         """
         if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 0:
             raise ValueError(f"num_tokens must be an int >= 0 (tokens), got {num_tokens!r}")
-        heap = [(n.last_access_time, n.node_id, n) for n in self.nodes() if not n.children]
+        heap = self._collect_leaves()
         heapq.heapify(heap)
         num_evicted = 0
         while num_evicted < num_tokens and heap:
@@ -403,6 +403,24 @@ class RadixCache:
             if parent is not self.root_node and not parent.children and parent.lock_ref == 0:
                 heapq.heappush(heap, (parent.last_access_time, parent.node_id, parent))
         return num_evicted
+
+    def _collect_leaves(self) -> list[tuple[int, int, TreeNode]]:
+        """(last_access_time, node_id, node) of every leaf, for evict's heap.
+
+        NOTE: SGLang 0.5.23 keeps its evictable leaves in a set updated on every change
+        (``_update_leaf_status``); kvlab walks the tree at each evict (no generator: the walk
+        dominated what-if replays) and skips locked leaves when popping: the same victims.
+        """
+        out = []
+        stack = list(self.root_node.children.values())
+        while stack:
+            node = stack.pop()
+            children = node.children
+            if children:
+                stack.extend(children.values())
+            else:
+                out.append((node.last_access_time, node.node_id, node))
+        return out
 
     def _delete_leaf(self, node: TreeNode) -> None:
         parent = node.parent
