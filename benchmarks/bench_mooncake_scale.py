@@ -173,10 +173,9 @@ def main() -> None:
         "",
         "The stream holds one request at a time; its memory is the prefix-id check (two ints per "
         "distinct hash id in flat arrays indexed by id, about 10 bytes per id: 18.3 M ids here) "
-        "and, for the what-if, the infinite cache's seen ids (a byte per id) and each cache's "
-        "pool, bounded by its capacity. vLLM's manager lists every block it hands out until a "
-        "scheduler step takes the list; the stream takes it after each request (left alone, it "
-        "added about 360 MiB to the x100 what-if's peak). Equal hit rates at x1 and x100 are "
+        "and, for the what-if, the infinite cache's seen ids (a byte per id) and vLLM's one-pass "
+        "LRU stack (kvlab.traffic.stack.LRUCurve), bounded by the largest capacity. Equal hit "
+        "rates at x1 and x100 are "
         "expected: the copies share no prefix and follow each other, so each copy meets a cache "
         "holding only blocks it never asks for. "
         f"The refusal's estimate ({size * 6 / 2**30:.1f} GiB, 6 bytes per byte of file) against "

@@ -7,17 +7,18 @@ its size (1.2 M requests, 14.5 G prompt tokens) it is more memory than a laptop 
 with ``iter_mooncake`` and hands each request to every (block size, cache, capacity) at once,
 then drops it, so memory is:
 
-* each cache's own state, bounded by its capacity (vLLM's block pool and its cached-block map,
-  SGLang's radix tree over at most ``capacity // block_size`` pages);
+* each cache's own state, bounded by its capacity: vLLM's at every capacity in one pass
+  (``stack.LRUCurve``, fed one request at a time, exact: equal to replaying kvlab.core's
+  manager at each capacity), SGLang's radix tree over at most ``capacity // block_size`` pages;
 * the prefix-id check of ``iter_mooncake`` and the infinite cache's record of the hash ids it
   has seen, both flat arrays indexed by id (about 11 bytes per distinct hash id).
 
-Block names: a Mooncake hash id names a whole prefix and always the same block content
+Block keys: a Mooncake hash id names a whole prefix and always the same block content
 (``iter_mooncake`` refuses a file where it does not), so block ``j`` (at block size ``B``)
-inside hash id ``h`` is named by the int ``h * (512 // B) + j``. Equal names mean equal
-prefixes exactly as kvlab's chained sha256 over ``synthesize_tokens`` does (``prepare_blocks``),
-so every cache takes the same decisions as in ``sweep``; only the bytes of vLLM's BlockHash
-differ (the name, little-endian, instead of a sha256 digest), and nothing is hashed.
+inside hash id ``h`` is named by the int ``h * (512 // B) + j`` (``blocks.hash_id_keys``):
+equal keys mean equal prefixes exactly as kvlab's chained sha256 over ``synthesize_tokens``
+does (``prepare_blocks``), so every cache takes the same decisions as in ``sweep`` and nothing
+is hashed.
 
 What the stream does not keep: ``ReplayResult.per_request_hit_tokens`` stays empty (1.2 M ints
 per row), and only the sequence clock with caches ``vllm`` and ``radix`` is offered (nano-vllm
@@ -43,47 +44,15 @@ from itertools import repeat
 from os import PathLike
 from typing import Any
 
-from kvlab.traffic.blocks import ensure_none_hash, progress_iter
+from kvlab.traffic.blocks import hash_id_keys, progress_iter
 from kvlab.traffic.mooncake import MOONCAKE_BLOCK_SIZE, TrafficRequest, iter_mooncake
-from kvlab.traffic.replay import (
-    EvictionCounter,
-    ReplayResult,
-    check_capacity,
-    make_radix_cache,
-    make_vllm_manager,
-    serve_radix_one,
-    serve_vllm_one,
-)
+from kvlab.traffic.replay import ReplayResult, check_capacity, make_radix_cache, serve_radix_one
+from kvlab.traffic.stack import LRUCurve
 
-__all__ = ["STREAM_CACHES", "block_names", "sweep_mooncake_stream"]
+__all__ = ["STREAM_CACHES", "sweep_mooncake_stream"]
 
 STREAM_CACHES = ("vllm", "radix")
 """Caches a streamed what-if replays (besides the infinite cache, always added)."""
-
-
-def block_names(req: TrafficRequest, block_size: int) -> list[int]:
-    """The int name of each full prompt block of a Mooncake request at ``block_size``.
-
-    Block ``j`` of hash id ``h`` is ``h * (512 // block_size) + j`` (see the module docstring);
-    ``num_prompt_tokens // block_size`` names in all.
-
-    Examples:
-        >>> r = TrafficRequest("mc-0", 0.0, 600, 1, (7, 9))
-        >>> block_names(r, 256)
-        [14, 15]
-    """
-    assert req.hash_ids is not None
-    per, h_size = MOONCAKE_BLOCK_SIZE // block_size, req.hash_block_size
-    last, out = len(req.hash_ids) - 1, []
-    for k, h in enumerate(req.hash_ids):
-        n = h_size if k < last else req.num_prompt_tokens - last * h_size
-        out.extend(range(h * per, h * per + n // block_size))
-    return out
-
-
-def _name_bytes(name: int) -> bytes:
-    """A vLLM BlockHash for a block name: injective (the length follows the value)."""
-    return name.to_bytes(max(8, (name.bit_length() + 7) // 8), "little")
 
 
 class _SeenIds:
@@ -130,21 +99,19 @@ class _Infinite:
 
 
 class _Vllm:
-    def __init__(self, num_blocks: int, block_size: int) -> None:
-        self.counter = EvictionCounter()
-        self.mgr = make_vllm_manager(num_blocks, block_size, self.counter)
+    """vLLM at every capacity of one block size: ``LRUCurve``, one request at a time."""
 
-    @property
-    def evicted(self) -> int:
-        return self.counter.num_evicted_blocks
+    def __init__(self, block_size: int, caps: Sequence[int]) -> None:
+        self.curve = LRUCurve(block_size, caps, keep_per_request=False)
 
-    def serve(self, req: TrafficRequest, names: list[int]) -> int | None:
-        hit = serve_vllm_one(self.mgr, req, [_name_bytes(x) for x in names])
-        # NOTE: the manager lists every full-attention block it hands out until a scheduler
-        # step takes them (vLLM's Scheduler.schedule, for zeroing); one step per request here,
-        # or the list would grow by every block of 1.2 M requests.
-        self.mgr.take_new_block_ids()
-        return hit
+    def serve(self, req: TrafficRequest, names: list[int]) -> None:
+        self.curve.feed(names, req.num_prompt_tokens)
+
+    def results(self, caps: Sequence[int], block_size: int) -> list[ReplayResult]:
+        return [ReplayResult("vllm", c, block_size, "sequence", prompt_tokens=p.prompt_tokens,
+                             hit_tokens=p.hit_tokens, evicted_blocks=p.evicted_blocks,
+                             rejected=p.rejected)
+                for c, p in zip(caps, self.curve.finish(), strict=True)]  # fmt: skip
 
 
 class _Radix:
@@ -209,23 +176,26 @@ def sweep_mooncake_stream(
         FileNotFoundError: If the file does not exist.
     """
     _check(caches, capacities_tokens, block_sizes)
-    ensure_none_hash()
     seen = _SeenIds()
-    rows: list[tuple[ReplayResult, Any]] = []
-    make = {"vllm": _Vllm, "radix": _Radix}
+    caps = {bs: [check_capacity(c, bs) for c in capacities_tokens] for bs in block_sizes}
+    rows: list[tuple[ReplayResult, Any]] = []  # NOTE: one request served at a time, per row
+    curves: dict[int, _Vllm] = {}
     for bs in block_sizes:
         rows.append((ReplayResult("infinite", int(bs), int(bs), "sequence"), _Infinite(bs, seen)))
-        for cache in caches:
-            for cap in capacities_tokens:
-                c = check_capacity(cap, bs)
-                rows.append((ReplayResult(cache, c, bs, "sequence"), make[cache](c // bs, bs)))
+        if "vllm" in caches:
+            curves[bs] = _Vllm(bs, caps[bs])
+        if "radix" in caches:
+            rows += [(ReplayResult("radix", c, bs, "sequence"), _Radix(c // bs, bs))
+                     for c in caps[bs]]  # fmt: skip
     num = 0
     requests = progress_iter(iter_mooncake(path, limit), progress, desc="streaming requests",
                              unit="req")  # fmt: skip
     for req in requests:
-        names = {bs: block_names(req, bs) for bs in block_sizes}
+        keys = {bs: hash_id_keys(req, bs) for bs in block_sizes}
+        for bs, curve in curves.items():
+            curve.serve(req, keys[bs])
         for res, server in rows:
-            hit = server.serve(req, names[res.block_size])
+            hit = server.serve(req, keys[res.block_size])
             res.prompt_tokens += req.num_prompt_tokens
             if hit is None:
                 res.rejected += 1
@@ -239,4 +209,10 @@ def sweep_mooncake_stream(
         raise ValueError(f"{path}: no request in this mooncake file")
     for res, server in rows:
         res.evicted_blocks = server.evicted
-    return num, [res for res, _ in rows]
+    out = []
+    for bs in block_sizes:  # NOTE: sweep's order: infinite, then each cache at each capacity
+        out += [r for r, _ in rows if r.block_size == bs and r.cache == "infinite"]
+        for cache in caches:
+            out += curves[bs].results(caps[bs], bs) if cache == "vllm" else \
+                [r for r, _ in rows if r.block_size == bs and r.cache == cache]  # fmt: skip
+    return num, out

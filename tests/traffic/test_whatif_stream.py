@@ -12,9 +12,15 @@ import pytest
 from click.testing import CliRunner
 
 from kvlab.cli import main
-from kvlab.traffic import read_mooncake, sweep, sweep_mooncake_stream, sweep_rows
-from kvlab.traffic.mooncake import TrafficRequest
-from kvlab.traffic.stream import _name_bytes, _SeenIds, block_names
+from kvlab.traffic import (
+    prepare_blocks,
+    read_mooncake,
+    replay_sequence,
+    sweep,
+    sweep_mooncake_stream,
+    sweep_rows,
+)
+from kvlab.traffic.stream import _SeenIds
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "mooncake"
 
@@ -26,6 +32,12 @@ def test_streamed_rows_equal_the_whole_list_sweep(name: str) -> None:
     want = sweep_rows(sweep(read_mooncake(path), ["vllm", "radix"], caps, sizes))
     num, got = sweep_mooncake_stream(path, ["vllm", "radix"], caps, sizes)
     assert num == 300 and sweep_rows(got) == want
+    for bs in sizes:  # NOTE: vLLM's rows are kvlab.core's manager, replayed capacity by capacity
+        blocked = prepare_blocks(read_mooncake(path), bs)
+        core = [replay_sequence(blocked, "vllm", c) for c in caps]
+        rows = [r for r in got if r.cache == "vllm" and r.block_size == bs]
+        assert [(r.hit_tokens, r.evicted_blocks, r.rejected) for r in rows] == [
+            (r.hit_tokens, r.evicted_blocks, r.rejected) for r in core]
     assert [r.per_request_hit_tokens for r in got] == [[]] * 14  # NOTE: nothing per request
     assert any(r["evicted_blocks"] for r in want) and any(r["rejected"] for r in want)
 
@@ -42,15 +54,6 @@ def test_sparse_huge_ids_stream_like_the_sweep(tmp_path: Path) -> None:
     num, got = sweep_mooncake_stream(path, ["vllm", "radix"], [1024, 4096], [256])
     assert num == 4 and sweep_rows(got) == want
     assert [r["hit_tokens"] for r in want] == [1792, 0, 1792, 0, 1792]
-
-
-def test_block_names_and_their_bytes() -> None:
-    r = TrafficRequest("mc-0", 0.0, 1100, 1, (3, 0, 9))
-    assert block_names(r, 512) == [3, 0]  # NOTE: the 76-token tail is no full block
-    assert block_names(r, 128) == [12, 13, 14, 15, 0, 1, 2, 3]
-    assert block_names(r, 4) == [*range(384, 512), *range(0, 128), *range(1152, 1171)]
-    assert _name_bytes(1) == b"\x01" + bytes(7) and len(_name_bytes(2**64)) == 9
-    assert len({_name_bytes(x) for x in (0, 1, 256, 2**63, 2**64, 2**64 + 1)}) == 6
 
 
 def test_seen_ids_keep_dense_ids_flat_and_the_rest_in_a_set() -> None:
@@ -149,19 +152,3 @@ def test_cli_refuses_a_trace_too_big_to_hold_up_front(tmp_path: Path, monkeypatc
     assert res.exit_code == 1 and "整个读入这条轨迹大约需要 0.0 GiB 内存，超过了 kvlab 允许的 0.0 GiB；加上 " \
         "--stream 可以在有上界的内存里逐条回放" in res.output  # fmt: skip
     assert _whatif(str(trace), "--capacity-tokens", "1e5", "--stream").exit_code == 0
-
-
-def test_the_streamed_vllm_cache_keeps_no_list_of_every_block() -> None:
-    """vLLM's manager lists each block it hands out until a scheduler step takes the list (for
-    zeroing); the stream takes it after each request, as a step would (left alone, it held
-    every block of the 1.2 M-request run: about 400 MB of the first measured peak)."""
-    from kvlab.traffic import iter_mooncake
-    from kvlab.traffic.blocks import ensure_none_hash
-    from kvlab.traffic.stream import _Vllm
-
-    ensure_none_hash()
-    server = _Vllm(64, 512)
-    for r in iter_mooncake(DATA / "conversation_excerpt.jsonl"):
-        server.serve(r, block_names(r, 512))
-        assert [m.new_block_ids for m in server.mgr.coordinator.single_type_managers] == [[]]
-    assert server.evicted > 1000  # NOTE: the pool was full: blocks were handed out again
