@@ -21,6 +21,7 @@ import click
 
 from kvlab.cli_hints import install_hint
 from kvlab.i18n import _
+from kvlab.trace.untrusted import shown
 
 __all__ = [
     "CACHE_ALIASES",
@@ -164,11 +165,11 @@ def known_requests(trace: Any, requests: tuple[str, ...]) -> None:
     have = list(trace.tables.requests)
     unknown = [r for r in requests if r not in have]
     if unknown:
-        shown = ", ".join(have[:12])
+        listed = ", ".join(shown(r, 60) for r in have[:12])
         if len(have) > 12:
-            shown += _(", ... ({n} in all)").format(n=len(have))
+            listed += _(", ... ({n} in all)").format(n=len(have))
         raise click.BadParameter(_("no request {request} in this trace; it holds: {held}").format(
-            request=repr(unknown[0]), held=shown or _("no requests")), param_hint="--request")
+            request=shown(repr(unknown[0])), held=listed or _("no requests")), param_hint="--request")
 
 
 def parse_cache_names(values: list[str] | tuple[str, ...], option: str) -> list[str]:

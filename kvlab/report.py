@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvlab.i18n import N_, _, ngettext
+from kvlab.trace.untrusted import shown
 
 __all__ = ["ACT_NAMES", "FINISH_REASONS", "act_label", "backend_label", "finish_label", "print_demo_report", "print_generation", "print_trace_info", "print_trace_view",
            "write_demo_files"]
@@ -268,15 +269,17 @@ def print_trace_info(console: Console, trace: Any, path: Path) -> None:
 
     kinds = Counter(EventKind(int(k)).name for k in trace.cols.kind)
     head = Text(_("{path} · {events} events · {bytes} bytes/event in memory").format(
-        path=path, events=f"{len(trace):,}", bytes=f"{trace.bytes_per_event:.1f}"), style="bold")
+        path=shown(path, 400), events=f"{len(trace):,}", bytes=f"{trace.bytes_per_event:.1f}"),
+        style="bold")  # fmt: skip
     table = Table()
     table.add_column(_("event kind"))
     table.add_column(_("count"), justify="right")
     table.add_column(_("meaning"))
     for name, count in kinds.most_common():
         table.add_row(name, f"{count:,}", Text(_(KIND_SCHEMA[EventKind[name]].doc)))
-    calls = Counter(c.name for c in trace.calls())
-    config = ", ".join(f"{k}={v}" for k, v in trace.config.items() if not isinstance(v, (list, dict)))
+    calls = Counter(shown(c.name) for c in trace.calls())
+    config = ", ".join(f"{shown(k, 40)}={shown(v, 80)}" for k, v in trace.config.items()
+                       if not isinstance(v, (list, dict)))  # fmt: skip
     console.print(Group(head, Text(config, style="dim"), table,
                         Text(_("calls: {calls}").format(
                             calls=_(", ").join(f"{k} ×{v}" for k, v in calls.most_common())))))

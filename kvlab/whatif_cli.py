@@ -25,6 +25,7 @@ peers do). ``--model-config`` sizes a model's pool in bytes instead of ``--capac
 (kvlab.traffic.fleet); ``--jobs`` / ``--dask-scheduler`` run the independent replays in
 parallel (kvlab.traffic.parallel); ``--html`` writes a self-contained report (English and
 Chinese) with the curve, the capacity / LRU split, the routing and a few misses explained.
+``--stream``: a Mooncake trace too big to hold, one request at a time (kvlab.whatif_stream).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from kvlab.whatif_runs import (
     print_models,
     print_table,
 )
+from kvlab.whatif_stream import refuse_if_too_big, run_stream
 
 __all__ = ["whatif"]
 
@@ -105,6 +107,7 @@ def _load_requests(trace: Path, fmt: str, limit: int | None) -> list:
     """TRACE read as ``--format`` says; a bad file exits 1 naming the line and what is allowed."""
     from kvlab.traffic import load_traffic
 
+    refuse_if_too_big(trace, fmt, limit)
     try:
         return load_traffic(trace, fmt, limit)
     except (ValueError, ImportError) as exc:
@@ -345,6 +348,7 @@ def _print_prefixes(console: Any, blocked: Any, found: list) -> None:
 @click.option("--save", "save_trace_to", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help=N_("Save the vLLM run at --trace-at as a kvlab trace (.kvtrace) "
                                     "for kvlab trace show and the TracePlayer."))
+@click.option("--stream", is_flag=True, help=N_("Stream a Mooncake TRACE (bounded memory)."))
 @click.option("--no-progress", is_flag=True,
               help=N_("No progress bars (they show only when stderr is a terminal anyway)."))
 def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, caches: str,
@@ -354,7 +358,7 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, 
            replicas: int, routing: str, seed: int, jobs: int, dask_scheduler: str | None,
            json_out: Path | None, svg: Path | None, png: Path | None, html_out: Path | None,
            top_prefixes: int | None, trace_at: float | None, explain_index: int | None,
-           save_trace_to: Path | None, no_progress: bool) -> None:  # fmt: skip
+           save_trace_to: Path | None, stream: bool, no_progress: bool) -> None:  # fmt: skip
     """``kvlab whatif`` (its help is the decorator's)."""
     from kvlab.cli_checks import check_output_file
 
@@ -384,6 +388,9 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, 
     check_output_file(html_out, "--html")
     _check_images(svg, png)
     trace_cap = _check_trace_at(trace_at, explain_index, save_trace_to, sizes[0])
+    if stream:  # NOTE: one request at a time (kvlab.whatif_stream)
+        return run_stream(click.get_current_context().params, names, caps, sizes, _print_table,
+                          _write_outputs)  # fmt: skip
     reqs = _load_requests(trace, fmt, limit)
     if explain_index is not None and explain_index >= len(reqs):
         raise click.BadParameter(_("request {index} is outside the trace; allowed: 0..{last}"

@@ -321,7 +321,8 @@ def decode_kv_event_payload(payload: bytes, where: str = "payload") -> DecodedPa
         raise KVEventFormatError(f"{where}: a payload is bytes, got {type(payload).__name__}")
     try:
         raw = msgspec.msgpack.decode(payload)
-    except (msgspec.DecodeError, RecursionError) as exc:
+    except (msgspec.DecodeError, RecursionError, ValueError) as exc:
+        # NOTE: a str that is not UTF-8 raises UnicodeDecodeError (a ValueError), not DecodeError.
         raise KVEventFormatError(f"{where}: not a msgpack KV event batch ({exc})") from None
     if not isinstance(raw, list) or len(raw) not in (2, 3):
         raise KVEventFormatError(

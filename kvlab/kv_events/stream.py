@@ -316,6 +316,9 @@ def read_kv_event_file(
 ) -> KVEventTraceBuilder:
     """Rebuild the cache history recorded in a ``.kvev`` or ``.jsonl`` file.
 
+    The file is streamed: with ``num_blocks`` None it is read twice (the peak, then the trace),
+    so memory holds the rebuilt trace, never every decoded batch at once.
+
     Args:
         path: The recording (see ``kvlab.kv_events.wire``).
         num_blocks: Slots; None = the peak number of cached hashes in the file (at least 1).
@@ -324,14 +327,29 @@ def read_kv_event_file(
         The builder: ``.trace()`` for the views, ``.batch_seqs`` for the publisher's numbering.
 
     Raises:
-        ValueError: On a damaged file, or if num_blocks is too small.
+        KVEventFormatError: (a ValueError) On a damaged file, more groups than a trace holds
+            (MAX_GROUPS), or a num_blocks too small; the message names the file.
         ImportError: For a .kvev file without msgspec.
     """
-    messages = list(read_kv_event_messages(path))
-    peak, groups = peak_cached_blocks(b for _, b in messages)
-    builder = KVEventTraceBuilder(num_blocks or max(peak, 1), groups)
-    for seq, batch in messages:
-        builder.add_batch(batch, seq)
+    try:
+        groups = 1
+        if num_blocks is None:
+            peak, groups = peak_cached_blocks(b for _, b in read_kv_event_messages(path))
+            num_blocks = max(peak, 1)
+        else:
+            groups = peak_cached_blocks(b for _, b in read_kv_event_messages(path))[1]
+        if groups > MAX_GROUPS:
+            raise KVEventFormatError(f"group_idx {groups - 1} seen; a rebuilt trace holds at "
+                                     f"most MAX_GROUPS={MAX_GROUPS} groups")  # fmt: skip
+        builder = KVEventTraceBuilder(num_blocks, groups)
+        for n, (seq, batch) in enumerate(read_kv_event_messages(path)):
+            try:
+                builder.add_batch(batch, seq)
+            except KVEventFormatError as exc:
+                raise KVEventFormatError(f"batch {n} (seq {seq}): {exc}") from None
+    except (KVEventFormatError, ValueError) as exc:
+        msg = str(exc)
+        raise KVEventFormatError(msg if msg.startswith(str(path)) else f"{path}: {msg}") from None
     return builder
 
 

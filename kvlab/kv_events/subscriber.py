@@ -19,8 +19,13 @@ and connects otherwise (``tcp://router-host:5557``), so the subscriber connects 
 and binds in the second; ``bind=None`` applies the same rule to the subscriber's own endpoint
 (``"tcp://*:5557"`` binds). The replay ROUTER always binds; the subscriber connects to it.
 
-Left out: a publisher that restarts numbers from 0 again, and its batches then read as
-duplicates; open a new subscriber for a restarted server (vLLM's replay buffer restarts too).
+A publisher that restarts numbers from 0 again: a seq below the next expected one whose payload
+differs from the batch handed on under that seq (or that is older than the last 16,384 handed
+on) is a restart, counted in ``health.num_restarts``; the seqs start over and what the new
+publisher sent before it is asked for on its replay socket. The restarted server's cache starts
+empty: clear a rebuilt cached set when ``num_restarts`` grows. Replay replies that skip batches
+(vLLM 0.22.1's ROUTER drops past 1000 queued messages) are asked for again from the first one
+skipped (``KVEventSequencer``).
 
 Mirrors: vllm/distributed/kv_events.py::ZmqEventPublisher (_socket_setup, _is_bind_endpoint,
 _service_replay, END_SEQ); replay replies are ``[seq, payload]`` before vLLM 0.26.0 and
@@ -55,6 +60,10 @@ __all__ = ["KVEventSubscriber", "StreamHealth", "publisher_binds"]
 
 _Item = tuple[bytes, int, bytes, DecodedPayload | None]
 """(topic, seq, payload bytes, decoded payload or None if garbage)."""
+
+
+def _payload_digest(item: _Item) -> int:
+    return hash(item[2])
 
 
 def publisher_binds(endpoint: str) -> bool:
@@ -123,16 +132,25 @@ class KVEventSubscriber:
         try:
             self._attach(self.socket, endpoint, self.bind)
             if replay_endpoint is not None:
-                self._dealer = self._ctx.socket(zmq.DEALER)
-                self._attach(self._dealer, replay_endpoint, False)
+                self._dealer = self._new_dealer()
         except ValueError:
             self.close()
             raise
         # NOTE: a bound wildcard port ("tcp://127.0.0.1:*") becomes the real one here.
         self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT) if self.bind else endpoint
-        self.sequencer = KVEventSequencer(start_seq, self._replay_items)
+        self.sequencer = KVEventSequencer(start_seq, self._replay_items, digest=_payload_digest)
         self._caught_up = start_seq is None
         self._pending: deque[_Item] = deque()  # NOTE: in seq order, next_seq already past them
+
+    def _new_dealer(self) -> Any:
+        dealer = self._ctx.socket(self._zmq.DEALER)
+        dealer.setsockopt(self._zmq.RCVHWM, 0)  # NOTE: a replay reply is never dropped here
+        try:
+            self._attach(dealer, self.replay_endpoint, False)
+        except ValueError:
+            dealer.close(linger=0)
+            raise
+        return dealer
 
     def _attach(self, sock: Any, endpoint: Any, bind: bool) -> None:
         try:
@@ -173,10 +191,8 @@ class KVEventSubscriber:
 
     def _replay(self, start_seq: int) -> list[_Item]:
         """Everything the publisher still buffers from start_seq on, in its order."""
-        zmq = self._zmq
         if self._dealer is None:
-            self._dealer = self._ctx.socket(zmq.DEALER)
-            self._attach(self._dealer, self.replay_endpoint, False)
+            self._dealer = self._new_dealer()
         self.health.num_replay_requests += 1
         self._dealer.send_multipart((b"", encode_seq_frame(start_seq)))
         out: list[_Item] = []

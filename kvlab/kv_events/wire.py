@@ -157,24 +157,31 @@ def _from_json_value(value: Any) -> Any:
     return value
 
 
+MAX_LINE_BYTES = 64 << 20
+"""Longest line of a ``.jsonl`` recording (bytes): longer lines are refused unread."""
+
+
 def read_kv_event_messages(path: str | PathLike[str], decoded: bool = False
                            ) -> Iterator[tuple[int, Any]]:  # fmt: skip
     """Yield ``(seq, batch)`` from a ``.kvev`` or ``.jsonl`` recording, in file order.
+
+    The file is read one message (or line) at a time; every length it states is checked against
+    what is left of the file (and MAX_TOPIC_BYTES, MAX_LINE_BYTES) before it is read.
 
     Args:
         path: The recording.
         decoded: Yield DecodedPayload (wire form, fields newer than 0.22.1) instead of the batch.
 
     Raises:
-        KVEventFormatError: (a ValueError) On a truncated, foreign or invalid file (naming the
-            byte offset or line, and the field).
+        KVEventFormatError: (a ValueError) On a truncated, foreign or invalid file, naming the
+            file, the byte offset or line, and the field.
         ImportError: For a .kvev file without msgspec.
     """
     if str(path).endswith(".jsonl"):
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, start=1):
+        with open(path, "rb") as f:
+            for n, line in enumerate(_lines(f, path), start=1):
                 if line.strip():
-                    seq, payload = _jsonl_batch(line, n)
+                    seq, payload = _jsonl_batch(line, n, f"{path}: line {n}")
                     yield seq, payload if decoded else payload.batch
         return
     with open(path, "rb") as f:
@@ -182,27 +189,47 @@ def read_kv_event_messages(path: str | PathLike[str], decoded: bool = False
             raise KVEventFormatError(f"{path}: not a .kvev recording (missing magic {MAGIC!r})")
         size = os.fstat(f.fileno()).st_size
         while True:
-            frame = _read_frame(f, size)
+            try:
+                frame = _read_frame(f, size)
+            except KVEventFormatError as exc:
+                raise KVEventFormatError(f"{path}: {exc}") from None
             if frame is None:
                 return
             payload = decode_kv_event_payload(frame[2], f"{path}: seq {frame[1]}")
             yield frame[1], payload if decoded else payload.batch
 
 
-def _jsonl_batch(line: str, n: int) -> tuple[int, DecodedPayload]:
+def _lines(f: BinaryIO, path: Any) -> Iterator[str]:
+    """The file's lines as text, each read bounded (MAX_LINE_BYTES) and decoded as UTF-8."""
+    n = 0
+    while True:
+        raw = f.readline(MAX_LINE_BYTES + 1)
+        n += 1
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES:
+            raise KVEventFormatError(f"{path}: line {n}: longer than MAX_LINE_BYTES="
+                                     f"{MAX_LINE_BYTES} bytes (not read further)")  # fmt: skip
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise KVEventFormatError(f"{path}: line {n}: not UTF-8 text ({exc.reason} at byte "
+                                     f"{exc.start}); a .jsonl recording is UTF-8 JSON") from None  # fmt: skip
+
+
+def _jsonl_batch(line: str, n: int, where: str) -> tuple[int, DecodedPayload]:
     try:
         obj = _from_json_value(json.loads(line))
     except (json.JSONDecodeError, RecursionError, ValueError) as exc:
-        raise KVEventFormatError(f"line {n}: not a JSON KV event batch ({exc})") from None
+        raise KVEventFormatError(f"{where}: not a JSON KV event batch ({exc})") from None
     if not isinstance(obj, dict) or "ts" not in obj or "events" not in obj:
         raise KVEventFormatError(
-            f"line {n}: not a KV event batch: expected an object with 'ts' and 'events' "
+            f"{where}: not a KV event batch: expected an object with 'ts' and 'events' "
             f"(and 'seq', 'topic', 'data_parallel_rank'), got {line.strip()[:60]!r}"
         )
     seq = obj.get("seq", n - 1)
     if not isinstance(seq, int) or isinstance(seq, bool) or not 0 <= seq < 1 << 64:
-        raise KVEventFormatError(f"line {n}: 'seq' must be an int in [0, 2**64), got {seq!r:.40}")
-    where = f"line {n}"
+        raise KVEventFormatError(f"{where}: 'seq' must be an int in [0, 2**64), got {seq!r:.40}")
     return seq, check_kv_event_batch(obj["ts"], obj["events"], obj.get("data_parallel_rank"),
                                      where)  # fmt: skip
 

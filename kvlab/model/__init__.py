@@ -22,7 +22,7 @@ from kvlab.model.attention_metadata import AttentionMetadata, build_attention_me
 from kvlab.model.config import ModelConfig, RopeScaling
 from kvlab.model.gguf_loader import default_gguf_path
 from kvlab.model.llama import Model, default_kv_cache_group_ids
-from kvlab.model.loader import load_model, resolve_source
+from kvlab.model.loader import load_model, read_gguf_header, resolve_source
 from kvlab.model.tokenizer import Tokenizer, load_tokenizer
 
 __all__ = [
@@ -36,5 +36,6 @@ __all__ = [
     "default_kv_cache_group_ids",
     "load_model",
     "load_tokenizer",
+    "read_gguf_header",
     "resolve_source",
 ]

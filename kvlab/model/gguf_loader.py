@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 
 from kvlab.model.config import SUPPORTED_ARCHITECTURES, ModelConfig, RopeScaling
+from kvlab.model.gguf_checks import check_gguf_header
 from kvlab.model.progress import progress_bar
 
 SHIPPED_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -81,20 +83,34 @@ def default_gguf_path() -> Path:
                             "file or a Hugging Face folder")
 
 
+MAX_LAYERS = 4096
+"""Most decoder layers a GGUF may declare (``<arch>.block_count``); per-layer tables are sized
+by it."""
+MAX_VOCAB = 1 << 22
+"""Most tokens a GGUF vocabulary may hold (tokens)."""
+_REQUIRED = object()
+
+
 def open_gguf(path: str | Path) -> Any:
     """Open a GGUF file with ``gguf.GGUFReader`` (memory-mapped, read-only).
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file is not a GGUF file.
+        ValueError: the file is not a GGUF file, or it is damaged (the reader's own error is
+            quoted: GGUFReader raises ValueError, IndexError, KeyError... on damaged headers).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"GGUF file not found: {path}")
+    check_gguf_header(path)
     try:
         return _fast_reader_class()(path, "r")
-    except (ValueError, AssertionError) as exc:
-        raise ValueError(f"{path} is not a readable GGUF file: {exc}") from exc
+    except (ValueError, AssertionError, IndexError, KeyError, TypeError, OverflowError,
+            EOFError) as exc:  # fmt: skip
+        text = str(exc)
+        shown = repr(text[:200]) if len(text) <= 200 else repr(text[:200]) + "..."
+        raise ValueError(f"{path} is not a readable GGUF file: {type(exc).__name__}: "
+                         f"{shown}") from exc  # fmt: skip
 
 
 @functools.cache
@@ -125,48 +141,98 @@ def gguf_field(reader: Any, key: str, default: Any = None) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def gguf_value(reader: Any, key: str, kind: str, default: Any = _REQUIRED,
+               lo: float = -float("inf"), hi: float = float("inf")) -> Any:
+    """Metadata field ``key`` checked against what kvlab allows, or ``default`` when absent.
+
+    Args:
+        reader: An open GGUFReader.
+        key: The metadata key.
+        kind: "int", "float", "str", "bool", "str_list" or "int_list".
+        default: Returned when the key is absent (omitted: the key is required).
+        lo, hi: Inclusive bounds of an int/float (of every entry of an int_list).
+
+    Raises:
+        ValueError: Absent and required, of another type, or out of [lo, hi] (naming the key,
+            what is allowed and what the file holds).
+    """
+    value = gguf_field(reader, key, _REQUIRED)
+    if value is _REQUIRED:
+        if default is _REQUIRED:
+            raise ValueError(f"GGUF metadata lacks required key {key}")
+        return default
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+    ok = {
+        "int": lambda v: is_int(v),
+        "float": lambda v: isinstance(v, int | float) and not isinstance(v, bool)
+        and math.isfinite(v) and lo <= v <= hi,
+        "str": lambda v: isinstance(v, str),
+        "bool": lambda v: isinstance(v, bool),
+        "str_list": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+        "int_list": lambda v: isinstance(v, list) and all(is_int(x) for x in v),
+    }[kind]
+    if not ok(value):
+        bounds = f" in [{lo:g}, {hi:g}]" if kind in ("int", "float", "int_list") and (
+            lo > -float("inf") or hi < float("inf")) else ""  # fmt: skip
+        raise ValueError(f"GGUF metadata {key} must be {kind.replace('_', ' of ')}{bounds}, got "
+                         f"{_shown(value)}")  # fmt: skip
+    return value
+
+
 def config_from_gguf(reader: Any) -> ModelConfig:
     """Build a ModelConfig from a GGUF's ``general.*``/``<arch>.*``/``tokenizer.ggml.*`` metadata.
 
+    Every value is checked (``gguf_value``) before it sizes anything: at most MAX_LAYERS layers,
+    positive dimensions, a finite epsilon and RoPE base.
+
     Raises:
-        ValueError: an unsupported architecture or a missing required key.
+        ValueError: an unsupported architecture, a missing required key, or a value of the wrong
+            type or out of range (naming the key).
     """
     arch = gguf_field(reader, "general.architecture")
-    if arch not in SUPPORTED_ARCHITECTURES:
-        raise ValueError(f"GGUF architecture {arch!r} not supported; allowed: "
+    if not isinstance(arch, str) or arch not in SUPPORTED_ARCHITECTURES:
+        raise ValueError(f"GGUF architecture {_shown(arch)} not supported; allowed: "
                          f"{', '.join(SUPPORTED_ARCHITECTURES)}")
 
-    def need(key: str) -> Any:
-        value = gguf_field(reader, f"{arch}.{key}")
-        if value is None:
-            raise ValueError(f"GGUF metadata lacks required key {arch}.{key}")
-        return value
+    def num(key: str, default: Any = _REQUIRED, lo: int = 1, hi: int = 1 << 31) -> Any:
+        return gguf_value(reader, f"{arch}.{key}", "int", default, lo, hi)
 
     names = {t.name for t in reader.tensors}
-    hidden, num_q_heads = int(need("embedding_length")), int(need("attention.head_count"))
-    num_layers = int(need("block_count"))
-    vocab_size = gguf_field(reader, f"{arch}.vocab_size")
+    hidden, num_q_heads = num("embedding_length"), num("attention.head_count")
+    num_layers = num("block_count", hi=MAX_LAYERS)
+    vocab_size = num("vocab_size", None, hi=MAX_VOCAB)
     if vocab_size is None:
-        vocab_size = len(reader.fields["tokenizer.ggml.tokens"].data)
-    eos_ids = [gguf_field(reader, f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot", "eom")]
+        vocab_size = len(gguf_value(reader, "tokenizer.ggml.tokens", "str_list"))
+    eos_ids = [gguf_value(reader, f"tokenizer.ggml.{k}_token_id", "int", None, 0, MAX_VOCAB)
+               for k in ("eos", "eot", "eom")]  # fmt: skip
     windows = _gguf_sliding_windows(reader, arch, num_layers)
     scaling = None
-    if gguf_field(reader, f"{arch}.rope.scaling.type") == "linear":
-        scaling = RopeScaling("linear", float(need("rope.scaling.factor")))
+    if gguf_value(reader, f"{arch}.rope.scaling.type", "str", None) == "linear":
+        scaling = RopeScaling("linear", gguf_value(reader, f"{arch}.rope.scaling.factor", "float",
+                                                   lo=1e-6, hi=1e6))  # fmt: skip
     return ModelConfig(
         architecture=arch,
         num_layers=num_layers,
         hidden_size=hidden,
         num_q_heads=num_q_heads,
-        num_kv_heads=int(gguf_field(reader, f"{arch}.attention.head_count_kv", num_q_heads)),
-        head_dim=int(gguf_field(reader, f"{arch}.attention.key_length", hidden // num_q_heads)),
-        intermediate_size=int(need("feed_forward_length")),
-        rope_theta=float(gguf_field(reader, f"{arch}.rope.freq_base", 10000.0)),
-        rms_norm_eps=float(need("attention.layer_norm_rms_epsilon")),
-        vocab_size=int(vocab_size),
-        max_position_embeddings=int(need("context_length")),
+        num_kv_heads=num("attention.head_count_kv", num_q_heads),
+        head_dim=num("attention.key_length", max(hidden // num_q_heads, 1)),
+        intermediate_size=num("feed_forward_length"),
+        rope_theta=float(gguf_value(reader, f"{arch}.rope.freq_base", "float", 10000.0, 1e-6)),
+        rms_norm_eps=float(gguf_value(reader, f"{arch}.attention.layer_norm_rms_epsilon",
+                                      "float", lo=0.0, hi=1.0)),  # fmt: skip
+        vocab_size=vocab_size,
+        max_position_embeddings=num("context_length"),
         tie_word_embeddings="output.weight" not in names,
-        bos_token_id=gguf_field(reader, "tokenizer.ggml.bos_token_id"),
+        bos_token_id=gguf_value(reader, "tokenizer.ggml.bos_token_id", "int", None, 0, MAX_VOCAB),
         eos_token_ids=tuple(dict.fromkeys(i for i in eos_ids if i is not None)),
         sliding_window=windows,
         attention_bias="blk.0.attn_q.bias" in names,
@@ -178,20 +244,24 @@ def _gguf_sliding_windows(reader: Any, arch: str,
                           num_layers: int) -> tuple[int | None, ...] | None:
     """Per-layer windows from ``<arch>.attention.sliding_window`` (+ ``sliding_window_pattern``: a
     bool per layer, True = windowed; or an int n: every n-th layer is full attention)."""
-    window = gguf_field(reader, f"{arch}.attention.sliding_window")
+    window = gguf_value(reader, f"{arch}.attention.sliding_window", "int", None, 1, 1 << 31)
     if window is None:
         return None
-    pattern = gguf_field(reader, f"{arch}.attention.sliding_window_pattern")
+    key = f"{arch}.attention.sliding_window_pattern"
+    pattern = gguf_field(reader, key)
     if pattern is None:
         flags = [True] * num_layers
     elif isinstance(pattern, list):
+        if not all(isinstance(f, bool | int) for f in pattern):
+            raise ValueError(f"GGUF metadata {key} must be a list of bools or an int >= 1, got "
+                             f"{_shown(pattern)}")  # fmt: skip
         flags = [bool(f) for f in pattern]
     else:
-        flags = [(i + 1) % int(pattern) != 0 for i in range(num_layers)]
+        every = gguf_value(reader, key, "int", lo=1, hi=1 << 31)
+        flags = [(i + 1) % every != 0 for i in range(num_layers)]
     if len(flags) != num_layers:
-        raise ValueError(f"{arch}.attention.sliding_window_pattern has {len(flags)} entries for "
-                         f"{num_layers} layers")
-    return tuple(int(window) if f else None for f in flags)
+        raise ValueError(f"{key} has {len(flags)} entries for {num_layers} layers")
+    return tuple(window if f else None for f in flags)
 
 
 def hf_name(gguf_name: str) -> str:

@@ -60,6 +60,31 @@ def resolve_source(source: str | Path | None) -> tuple[str, Path]:
     raise FileNotFoundError(f"{path} holds neither config.json nor a .gguf file")
 
 
+def read_gguf_header(path: str | Path) -> tuple[ModelConfig, Tokenizer]:
+    """The model config and the tokenizer a GGUF file's metadata describes; no weight is read.
+
+    This is all of a GGUF that kvlab interprets itself (the tensors go to ``gguf``'s
+    dequantizer): the ``general.*`` / ``<arch>.*`` keys of ``config_from_gguf`` and the
+    ``tokenizer.ggml.*`` vocabulary, merges, special ids and chat template.
+
+    Args:
+        path: A ``.gguf`` file.
+
+    Returns:
+        ``(config, tokenizer)``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: naming the file: not a GGUF, an unsupported architecture, or metadata that
+            is missing, mistyped or out of range (the message names the key and what is allowed).
+    """
+    reader = open_gguf(path)
+    try:
+        return config_from_gguf(reader), Tokenizer.from_gguf(reader)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
 def load_model(source: str | Path | None = None, *, dtype: torch.dtype = torch.float32,
                device: str | torch.device = "cpu",
                progress: bool = True) -> tuple[ModelConfig, dict[str, torch.Tensor]]:

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kvlab.model.gguf_loader import gguf_field, open_gguf
+from kvlab.model.gguf_loader import MAX_VOCAB, gguf_field, gguf_value, open_gguf
 
 # NOTE: the split regexes llama.cpp names by ``tokenizer.ggml.pre`` (llama-vocab.cpp); "default",
 # "gpt2" and "smollm" use GPT-2's own regex (ByteLevel with use_regex=True).
@@ -32,6 +32,11 @@ _QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 PRE_TOKENIZERS = ("default", "gpt2", "smollm", "llama-bpe", "llama3", "qwen2")
 _TOKEN_TYPE_CONTROL, _TOKEN_TYPE_USER_DEFINED = 3, 4
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _pre_tokenizer(pre: str) -> Any:
@@ -53,23 +58,29 @@ def backend_from_gguf(reader: Any) -> Any:
     """Build a ``tokenizers.Tokenizer`` from a GGUF's ``tokenizer.ggml.*`` metadata.
 
     Raises:
-        ValueError: not a byte-level BPE vocabulary, or an unknown ``tokenizer.ggml.pre``.
+        ValueError: not a byte-level BPE vocabulary, an unknown ``tokenizer.ggml.pre``, or
+            metadata of the wrong type or out of range (tokens: at most MAX_VOCAB distinct
+            strings; merges: "a b" with a, b and ab tokens; token types one int per token;
+            special ids inside the vocabulary), naming the key.
     """
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, processors
 
     kind = gguf_field(reader, "tokenizer.ggml.model")
     if kind != "gpt2":
-        raise ValueError(f"tokenizer.ggml.model {kind!r} not supported (only byte-level BPE, "
-                         "'gpt2'); load the model's Hugging Face folder with its tokenizer.json")
-    pre = gguf_field(reader, "tokenizer.ggml.pre", "default")
+        raise ValueError(f"tokenizer.ggml.model {_shown(kind)} not supported (only byte-level "
+                         "BPE, 'gpt2'); load the model's Hugging Face folder with its "
+                         "tokenizer.json")  # fmt: skip
+    pre = gguf_value(reader, "tokenizer.ggml.pre", "str", "default")
     if pre not in PRE_TOKENIZERS:
-        raise ValueError(f"tokenizer.ggml.pre {pre!r} not supported; allowed: "
+        raise ValueError(f"tokenizer.ggml.pre {_shown(pre)} not supported; allowed: "
                          f"{', '.join(PRE_TOKENIZERS)}")
-    tokens: list[str] = gguf_field(reader, "tokenizer.ggml.tokens")
-    merges = [tuple(m.split(" ", 1)) for m in gguf_field(reader, "tokenizer.ggml.merges", [])]
-    types = gguf_field(reader, "tokenizer.ggml.token_type", [1] * len(tokens))
-    backend = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges,
-                                   ignore_merges=pre in ("llama-bpe", "llama3")))
+    tokens, merges, types = _vocabulary(reader)
+    try:
+        backend = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges,
+                                       ignore_merges=pre in ("llama-bpe", "llama3")))
+    except Exception as exc:  # NOTE: the tokenizers library raises bare Exception
+        raise ValueError(f"tokenizer.ggml.tokens / merges refused by the tokenizers library: "
+                         f"{_shown(str(exc))}") from None  # fmt: skip
     backend.pre_tokenizer = _pre_tokenizer(pre)
     backend.decoder = decoders.ByteLevel()
     if pre == "qwen2":
@@ -80,12 +91,35 @@ def backend_from_gguf(reader: Any) -> Any:
     backend.add_tokens([
         AddedToken(tokens[i], special=False, normalized=False)
         for i, t in enumerate(types) if t == _TOKEN_TYPE_USER_DEFINED])
-    bos_id = gguf_field(reader, "tokenizer.ggml.bos_token_id")
-    if gguf_field(reader, "tokenizer.ggml.add_bos_token", False) and bos_id is not None:
+    bos_id = gguf_value(reader, "tokenizer.ggml.bos_token_id", "int", None, 0, len(tokens) - 1)
+    if gguf_value(reader, "tokenizer.ggml.add_bos_token", "bool", False) and bos_id is not None:
         bos = tokens[bos_id]
         backend.post_processor = processors.TemplateProcessing(
             single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)])
     return backend
+
+
+def _vocabulary(reader: Any) -> tuple[list[str], list[tuple[str, str]], list[int]]:
+    """(tokens, merges as pairs, token types), checked (see ``backend_from_gguf``)."""
+    tokens = gguf_value(reader, "tokenizer.ggml.tokens", "str_list")
+    if not tokens or len(tokens) > MAX_VOCAB:
+        raise ValueError(f"GGUF metadata tokenizer.ggml.tokens must hold 1 to {MAX_VOCAB} "
+                         f"tokens, got {len(tokens)}")  # fmt: skip
+    vocab = set(tokens)
+    merges = []
+    for m in gguf_value(reader, "tokenizer.ggml.merges", "str_list", []):
+        pair = tuple(m.split(" ", 1))
+        if len(pair) != 2 or not {pair[0], pair[1], pair[0] + pair[1]} <= vocab:
+            raise ValueError(f"GGUF metadata tokenizer.ggml.merges: {_shown(m)} is not two "
+                             "tokens of the vocabulary joined by one space whose "
+                             "concatenation is a token too")  # fmt: skip
+        merges.append(pair)
+    types = gguf_value(reader, "tokenizer.ggml.token_type", "int_list", [1] * len(tokens),
+                       -(1 << 31), (1 << 31) - 1)  # fmt: skip
+    if len(types) != len(tokens):
+        raise ValueError(f"GGUF metadata tokenizer.ggml.token_type has {len(types)} entries for "
+                         f"{len(tokens)} tokens; allowed: one per token")  # fmt: skip
+    return tokens, merges, types
 
 
 def _render_chat(template: str, messages: list[dict[str, Any]], **context: Any) -> str:
@@ -127,11 +161,15 @@ class Tokenizer:
         """Build from a GGUF file path or an open ``GGUFReader`` (see ``backend_from_gguf``)."""
         reader = open_gguf(reader_or_path) if isinstance(reader_or_path, (str, Path)) \
             else reader_or_path
-        eos = [gguf_field(reader, f"tokenizer.ggml.{k}_token_id") for k in ("eos", "eot", "eom")]
-        return cls(backend_from_gguf(reader),
-                   bos_token_id=gguf_field(reader, "tokenizer.ggml.bos_token_id"),
+        backend = backend_from_gguf(reader)
+        last = backend.get_vocab_size() - 1
+        eos = [gguf_value(reader, f"tokenizer.ggml.{k}_token_id", "int", None, 0, last)
+               for k in ("eos", "eot", "eom")]  # fmt: skip
+        return cls(backend,
+                   bos_token_id=gguf_value(reader, "tokenizer.ggml.bos_token_id", "int", None, 0,
+                                           last),
                    eos_token_ids=tuple(dict.fromkeys(i for i in eos if i is not None)),
-                   chat_template=gguf_field(reader, "tokenizer.chat_template"))
+                   chat_template=gguf_value(reader, "tokenizer.chat_template", "str", None))
 
     @classmethod
     def from_hf_folder(cls, folder: str | Path) -> Tokenizer:

@@ -30,6 +30,7 @@ from kvlab.trace.designs import design_of
 from kvlab.trace.events import EventKind, unpack_fixed_point
 from kvlab.trace.tables import key_code
 from kvlab.trace.view import Call, short_hash
+from kvlab.trace.untrusted import shown
 
 if TYPE_CHECKING:
     from kvlab.trace.explain_nano import NanoExplanation
@@ -417,7 +418,8 @@ def caller_text(top: Call | None) -> str:
     """``"<call> of request <id>"`` (or "a caller"), in the current language."""
     if top is None:
         return _("a caller")
-    return _("{name} of request {request}").format(name=top.name, request=top.request)
+    return _("{name} of request {request}").format(name=shown(top.name),
+                                                    request=shown(top.request))  # fmt: skip
 
 
 def evicted_text(block_id: int | None, top: Call | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvlab.i18n import N_, _, with_language
+from kvlab.trace.untrusted import shown
 
 if TYPE_CHECKING:
     from kvlab.trace.explain import Explanation
@@ -58,7 +59,7 @@ def _header(e: Explanation) -> list[str]:
         "get_computed_blocks for request {request} (event #{seq}, step {step}): "
         "hit {hit} of {num_tokens} tokens ({hit_blocks} blocks of {block_size})"
     ).format(
-        request=c.request,
+        request=shown(c.request),
         seq=c.begin,
         step=c.step,
         hit=e.num_new_computed_tokens,
@@ -100,7 +101,7 @@ def _turns(e: Explanation) -> list[str]:
             ).format(
                 iteration=t.iteration,
                 groups=t.kv_cache_group_ids,
-                spec=t.spec,
+                spec=shown(t.spec),
                 span=span,
                 num_probes=len(t.probes),
                 hits=hits,
@@ -119,7 +120,7 @@ def _turns(e: Explanation) -> list[str]:
                 "{iteration}: {hit_in} -> {hit_out} tokens{why}"
             ).format(
                 groups=t.kv_cache_group_ids,
-                spec=t.spec,
+                spec=shown(t.spec),
                 iteration=t.iteration,
                 hit_in=t.hit_length_in,
                 hit_out=t.hit_length_out,
@@ -154,7 +155,7 @@ def _causes(e: Explanation) -> list[str]:
     if (ev := e.eviction) is not None:
         stored = (
             _("; cached by request {request} at event #{seq}").format(
-                request=ev.stored_by, seq=ev.stored_seq
+                request=shown(ev.stored_by), seq=ev.stored_seq
             )
             if ev.stored_seq is not None
             else ""
@@ -260,7 +261,7 @@ def _nano_cause(e: NanoExplanation) -> list[str]:
         ]
     if (ev := e.eviction) is not None:
         stored = (
-            _("; cached by request {request}").format(request=ev.stored_by)
+            _("; cached by request {request}").format(request=shown(ev.stored_by))
             if ev.stored_by is not None
             else ""
         )

@@ -37,9 +37,11 @@ from kvlab.trace.fileformat_checks import (
     DEFAULT_MAX_BYTES,
     MAX_HEADER_BYTES,
     TraceFormatError,
+    brief,
     check_columns,
     check_header,
     check_initial_state,
+    check_zip_directory,
     parse_npy,
     read_entry,
 )
@@ -183,12 +185,13 @@ def load_trace(path: str | PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) ->
     """
     from kvlab.trace.trace import Trace
 
+    check_zip_directory(path)
     try:
         zf = zipfile.ZipFile(path, "r")
-    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
+    except (zipfile.BadZipFile, ValueError, EOFError, NotImplementedError, OSError) as exc:
         raise TraceFormatError(
-            f"{path}: not a kvlab trace: not a zip archive, or truncated ({exc})"
-        ) from exc
+            f"{path}: not a kvlab trace: not a zip archive, or truncated ({brief(exc)})"
+        ) from None
     with zf:
         total = sum(info.file_size for info in zf.infolist())
         if total > max_bytes:
@@ -214,8 +217,8 @@ def load_trace(path: str | PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) ->
         state = _rebuild_state(header["initial_state"], arrays, tables)
     except (ValueError, TypeError, KeyError, IndexError) as exc:
         raise TraceFormatError(
-            f"{path}: damaged trace: bad tables or initial state ({exc})"
-        ) from exc
+            f"{path}: damaged trace: bad tables or initial state ({brief(exc)})"
+        ) from None
     return Trace(
         cols,
         tables,
@@ -236,12 +239,19 @@ def _read_header(zf: zipfile.ZipFile, path: Any) -> dict[str, Any]:
         header = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TraceFormatError(
-            f"{path}: damaged trace: header.json is not valid JSON ({exc})"
-        ) from exc
+            f"{path}: damaged trace: header.json is not valid JSON ({brief(exc)})"
+        ) from None
     except RecursionError:
         raise TraceFormatError(
             f"{path}: damaged trace: header.json nests too deeply (allowed: the flat header "
             "the recorder writes; a JSON nesting depth within Python's recursion limit)"
+        ) from None
+    try:
+        raw.decode("utf-8") and json.dumps(header, ensure_ascii=False).encode("utf-8")
+    except UnicodeError as exc:
+        raise TraceFormatError(
+            f"{path}: damaged trace: header.json holds text that is not valid Unicode "
+            f"({brief(exc)}); allowed: UTF-8 strings (no lone surrogates such as \\ud800)"
         ) from None
     if not isinstance(header, dict) or header.get("magic") != MAGIC:
         got = header.get("magic") if isinstance(header, dict) else type(header).__name__
@@ -273,7 +283,8 @@ def _read_header(zf: zipfile.ZipFile, path: Any) -> dict[str, Any]:
 def _rebuild_state(
     meta: dict[str, Any], arrays: dict[str, np.ndarray], tables: FrozenTables
 ) -> KVState:
-    state = KVState(int(meta["num_blocks"]), int(meta["num_groups"]), meta["null_block_id"], tables)
+    state = KVState(int(meta["num_blocks"]), int(meta["num_groups"]), meta.get("null_block_id"),
+                    tables)  # fmt: skip
     ref_cnt, block_hash = arrays["init_ref_cnt"].tolist(), arrays["init_block_hash"].tolist()
     if len(ref_cnt) != state.num_blocks or len(block_hash) != state.num_blocks:
         raise ValueError(

@@ -14,12 +14,21 @@ limit                 default      bounds
 DEFAULT_MAX_BYTES     1 GiB        the uncompressed size of all entries together (bytes)
 MAX_HEADER_BYTES      64 MiB       header.json (bytes)
 MAX_GROUPS            1024         initial_state.num_groups (kv cache groups)
+MAX_MEMBERS           256          zip entries (a trace has 18), read from the end-of-central-
+                                   directory record before ``zipfile`` parses the directory
 ====================  ===========  =============================================================
+
+Nothing in a trace file is executed: arrays are parsed by ``parse_npy`` with pickles refused
+(a .npy of dtype object is not an int array), the header by ``json``, and entry names are never
+used as paths (nothing is extracted).
 """
 
 from __future__ import annotations
 
 import io
+import os
+import struct
+import tokenize
 import zipfile
 import zlib
 from typing import Any
@@ -33,16 +42,24 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "MAX_GROUPS",
     "MAX_HEADER_BYTES",
+    "MAX_MEMBERS",
     "TraceFormatError",
+    "brief",
     "check_columns",
     "check_header",
     "check_initial_state",
+    "check_zip_directory",
     "read_entry",
 ]
 
 DEFAULT_MAX_BYTES = 1 << 30
 MAX_HEADER_BYTES = 64 << 20
 MAX_GROUPS = 1024
+MAX_MEMBERS = 256
+_CHUNK = 1 << 20
+_EOCD = struct.Struct("<4s4H2LH")  # end of central directory record (22 bytes + comment)
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")  # 20 bytes, right before the EOCD record
+_ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")  # 56 bytes
 
 K = EventKind
 _BLOCK_A = [K.POPLEFT, K.REMOVE, K.APPEND, K.BLOCK_REMOVED]
@@ -57,8 +74,49 @@ class TraceFormatError(ValueError):
     """A file is not a readable kvlab trace; the message says why and what was expected."""
 
 
+def brief(exc: BaseException, limit: int = 200) -> str:
+    """An exception's text for a message: at most ``limit`` characters, control characters
+    escaped (a library's error may quote the file's bytes)."""
+    text = str(exc)
+    if len(text) > limit:
+        text = text[:limit] + f"... ({len(text)} characters)"
+    return text.encode("unicode_escape", "backslashreplace").decode("ascii") if not (
+        text.isprintable()) else text  # fmt: skip
+
+
 def _int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_zip_directory(path: Any) -> None:
+    """Refuse a zip whose central directory lists more than MAX_MEMBERS entries, from its end
+    record alone (``zipfile`` would build an object per entry: a million tiny members cost
+    about 1 GB before any check could run). A file without an end record is left to zipfile.
+
+    Raises:
+        TraceFormatError: Naming the number of entries and the limit.
+    """
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        tail_start = max(0, size - _EOCD.size - 0xFFFF)
+        fh.seek(tail_start)
+        tail = fh.read()
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) - at < _EOCD.size:
+            return
+        _, _, _, _, entries, _, _, _ = _EOCD.unpack_from(tail, at)
+        if entries == 0xFFFF and at >= _ZIP64_LOCATOR.size:
+            sig, _, where, _ = _ZIP64_LOCATOR.unpack_from(tail, at - _ZIP64_LOCATOR.size)
+            if sig == b"PK\x06\x07" and where + _ZIP64_EOCD.size <= size:
+                fh.seek(where)
+                record = fh.read(_ZIP64_EOCD.size)
+                if record[:4] == b"PK\x06\x06":
+                    entries = _ZIP64_EOCD.unpack(record)[6]
+    if entries > MAX_MEMBERS:
+        raise TraceFormatError(
+            f"{path}: not a kvlab trace: a zip of {entries} entries; a trace has 18, allowed at "
+            f"most MAX_MEMBERS={MAX_MEMBERS}"
+        )
 
 
 def read_entry(zf: zipfile.ZipFile, path: Any, name: str, limit: int) -> bytes:
@@ -73,6 +131,11 @@ def read_entry(zf: zipfile.ZipFile, path: Any, name: str, limit: int) -> bytes:
         raise TraceFormatError(
             f"{path}: damaged trace: entry {name} listed in the header is missing"
         ) from None
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise TraceFormatError(
+            f"{path}: damaged trace: entry {name} is compressed with method "
+            f"{info.compress_type}; allowed: stored (0) or deflate (8), what save_trace writes"
+        )
     if info.file_size > limit:
         raise TraceFormatError(
             f"{path}: entry {name} inflates to {info.file_size} bytes, over the limit of "
@@ -80,9 +143,23 @@ def read_entry(zf: zipfile.ZipFile, path: Any, name: str, limit: int) -> bytes:
         )
     try:
         with zf.open(info) as fh:
-            raw = fh.read(info.file_size + 1)  # NOTE: bounded even if the entry lies
-    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError) as exc:
-        raise TraceFormatError(f"{path}: damaged trace: entry {name} unreadable ({exc})") from exc
+            # NOTE: read in chunks: one read of the declared size would allocate it before
+            # finding out that the entry holds far less (a 1 KB file may declare 1 GB).
+            chunks, got = [], 0
+            while got <= info.file_size:
+                chunk = fh.read(min(_CHUNK, info.file_size + 1 - got))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+            raw = b"".join(chunks)
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error, NotImplementedError, RuntimeError,
+            ValueError) as exc:  # fmt: skip
+        # NOTE: zipfile raises RuntimeError for an encrypted entry, NotImplementedError for an
+        # unknown method, UnicodeDecodeError (a ValueError) for a name that is not UTF-8.
+        raise TraceFormatError(
+            f"{path}: damaged trace: entry {name} unreadable ({brief(exc)})"
+        ) from None
     if len(raw) != info.file_size:
         raise TraceFormatError(f"{path}: damaged trace: entry {name} has the wrong length")
     return raw
@@ -103,10 +180,11 @@ def parse_npy(raw: bytes, path: Any, name: str, want: np.dtype, shape: list[int]
             else np.lib.format.read_array_header_2_0
         )
         got_shape, fortran, dtype = read_header(fp)
-    except (ValueError, TypeError, SyntaxError, EOFError) as exc:
+    except (ValueError, TypeError, SyntaxError, EOFError, tokenize.TokenError, KeyError,
+            RecursionError, MemoryError) as exc:  # fmt: skip
         raise TraceFormatError(
-            f"{path}: damaged trace: entry {name}.npy unreadable ({exc})"
-        ) from exc
+            f"{path}: damaged trace: entry {name}.npy unreadable ({brief(exc)})"
+        ) from None
     if dtype != want:
         raise TraceFormatError(f"{path}: damaged trace: {name} has dtype {dtype}, expected {want}")
     if list(got_shape) != shape:
@@ -143,6 +221,8 @@ def check_header(header: dict[str, Any], path: Any, expected: dict[str, np.dtype
     config = header.get("config")
     if config is not None and not isinstance(config, dict):
         raise bad("config", "a JSON object (dict) of trace metadata", config)
+    if config:
+        _check_config(config, bad)
     names = header.get("call_names")
     if (
         not isinstance(names, list)
@@ -173,6 +253,47 @@ def check_header(header: dict[str, Any], path: Any, expected: dict[str, np.dtype
         ndim = 2 if name in ("init_cached", "init_req") else 1
         if name in expected and len(shape) != ndim:
             raise bad(f"arrays.{name}", f"a {ndim}-D shape", shape)
+
+
+_CONFIG_INTS = {"num_groups": 0, "num_gpu_blocks": 0, "hash_block_size": 1, "max_model_len": 0,
+                "null_block_id": 0}  # fmt: skip
+_GROUP_INTS = {"kv_cache_group_id": 0, "block_size": 1, "sliding_window": 1,
+               "attention_chunk_size": 1}  # fmt: skip
+
+
+def _check_config(config: dict[str, Any], bad: Any) -> None:
+    """The config keys kvlab's views read have the types the recorders write (other keys are
+    free metadata): ints (or null), bools, strings, and ``groups`` a list of dicts."""
+
+    def int_or_null(where: str, v: Any, low: int) -> None:
+        if v is not None and (not _int(v) or v < low):
+            raise bad(where, f"null or an int >= {low}", v)
+
+    for key, low in _CONFIG_INTS.items():
+        int_or_null(f"config.{key}", config.get(key), low)
+    for key in ("enable_caching", "use_eagle"):
+        if key in config and not isinstance(config[key], bool):
+            raise bad(f"config.{key}", "true or false", config[key])
+    for key in ("cache", "coordinator"):
+        if config.get(key) is not None and not isinstance(config[key], str):
+            raise bad(f"config.{key}", "null or a string", config[key])
+    ids = config.get("eagle_group_ids")
+    if ids is not None and (not isinstance(ids, list) or not all(_int(g) for g in ids)):
+        raise bad("config.eagle_group_ids", "a list of ints", ids)
+    groups = config.get("groups")
+    if groups is None:
+        return
+    if not isinstance(groups, list) or len(groups) > MAX_GROUPS:
+        raise bad("config.groups", f"a list of at most {MAX_GROUPS} group dicts", groups)
+    for g, spec in enumerate(groups):
+        if not isinstance(spec, dict):
+            raise bad(f"config.groups[{g}]", "a dict (kv_cache_group_id, spec, block_size...)",
+                      spec)  # fmt: skip
+        for key, low in _GROUP_INTS.items():
+            int_or_null(f"config.groups[{g}].{key}", spec.get(key), low)
+        for key in ("spec", "manager"):
+            if spec.get(key) is not None and not isinstance(spec[key], str):
+                raise bad(f"config.groups[{g}].{key}", "null or a string", spec[key])
 
 
 def _in(values: np.ndarray, lo: int, hi: int) -> bool:
@@ -273,7 +394,7 @@ def check_initial_state(arrays: dict[str, np.ndarray], header: dict[str, Any], p
         TraceFormatError: Naming the array and what is allowed.
     """
     meta = header["initial_state"]
-    num_blocks, num_groups, null = meta["num_blocks"], meta["num_groups"], meta["null_block_id"]
+    num_blocks, num_groups, null = meta["num_blocks"], meta["num_groups"], meta.get("null_block_id")
     nh, num_requests = len(arrays["hash_offsets"]) - 1, len(header["requests"])
 
     def bad(what: str) -> TraceFormatError:

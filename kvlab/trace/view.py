@@ -18,6 +18,7 @@ from kvlab.trace.events import (
     unpack_wide,
 )
 from kvlab.trace.tables import FrozenTables
+from kvlab.trace.untrusted import shown
 
 __all__ = ["Call", "Event", "decode_fields", "short_hash"]
 
@@ -59,7 +60,7 @@ class Event:
     def __str__(self) -> str:
         parts = [f"#{self.seq}", f"step {self.step}", "  " * self.depth + self.kind.name]
         if self.request is not None:
-            parts.append(f"req={self.request}")
+            parts.append(f"req={shown(self.request)}")
         if self.group is not None:
             parts.append(f"group={self.group}")
         parts += [f"{k}={_fmt(v)}" for k, v in self.fields.items()]
@@ -108,8 +109,9 @@ class Call:
     def __str__(self) -> str:
         args = ", ".join(f"{k}={v}" for k, v in self.args.items())
         res = ", ".join(f"{k}={v}" for k, v in self.result.items())
-        req = f"[{self.request}] " if self.request is not None else ""
-        return f"#{self.begin}-{self.end} step {self.step} {req}{self.name}({args}) -> ({res})"
+        req = f"[{shown(self.request)}] " if self.request is not None else ""
+        return (f"#{self.begin}-{self.end} step {self.step} {req}{shown(self.name)}({args}) -> "
+                f"({res})")  # fmt: skip
 
 
 def decode_call(name: str, a: int, b: int, payload: list[int], is_end: bool) -> dict[str, Any]:

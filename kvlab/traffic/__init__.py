@@ -9,7 +9,8 @@
   ``replay_timed`` on the "timed" clock (arrivals at the trace's timestamps through kvlab's
   Scheduler, vLLM only; ``TimedResult``);
   ``sweep`` does it at every (block size, cache, capacity) and ``hit_rate_figure`` draws the
-  hit-rate-vs-capacity curve (matplotlib).
+  hit-rate-vs-capacity curve (matplotlib); ``sweep_mooncake_stream`` does the same over a
+  Mooncake file too big to hold, one request at a time (``iter_mooncake``: bounded memory).
 * ``top_prefixes``, ``explain_request`` and ``record_vllm`` look inside one run: the most reused
   prefixes, why one request's hit stopped, a kvlab trace for the player.
 * ``lru_curve`` / ``LRUCurve`` answer every capacity in one pass (vLLM and nano-vllm; exact,
@@ -53,6 +54,7 @@ from kvlab.traffic.insight import (
 from kvlab.traffic.mooncake import (
     MOONCAKE_BLOCK_SIZE,
     TrafficRequest,
+    iter_mooncake,
     read_mooncake,
     read_mooncake_lines,
     synthesize_tokens,
@@ -71,6 +73,7 @@ from kvlab.traffic.sizing import (
     size_kv_cache,
 )
 from kvlab.traffic.stack import CurvePoint, LRUCurve, lru_curve
+from kvlab.traffic.stream import STREAM_CACHES, sweep_mooncake_stream
 from kvlab.traffic.sweep import CLOCKS, SWEEP_CACHES, sweep, sweep_fleet, sweep_models, sweep_rows
 from kvlab.traffic.synthetic import extend_trace, random_mooncake_lines
 from kvlab.traffic.timed import ServiceModel, TimedResult, replay_timed
@@ -79,12 +82,14 @@ __all__ = [
     "BUNDLED_MODELS", "CACHES", "CLOCKS", "FORMATS", "IMAGE_FORMATS", "MOONCAKE_BLOCK_SIZE",
     "POLICIES", "ROUTINGS", "SWEEP_CACHES", "BeladyResult", "BlockedTraffic", "CurvePoint",
     "FleetResult", "KVCacheSizing", "LRUCurve", "LRUPrefixCache", "PrefixReuse", "ReplayResult",
-    "RequestExplanation", "ServiceModel", "TimedResult", "TrafficRequest", "belady",
-    "explain_request", "extend_trace", "hash_id_keys", "hit_rate_figure", "infinite_hits",
-    "kv_cache_budgets", "load_model_config", "load_traffic", "lru_curve", "parse_bytes",
+    "RequestExplanation", "STREAM_CACHES", "ServiceModel", "TimedResult", "TrafficRequest",
+    "belady", "explain_request", "extend_trace", "hash_id_keys", "hit_rate_figure",
+    "infinite_hits", "iter_mooncake", "kv_cache_budgets", "load_model_config", "load_traffic",
+    "lru_curve", "parse_bytes",
     "prepare_blocks", "progress_iter", "random_mooncake_lines", "read_mooncake",
     "read_mooncake_lines", "record_vllm", "replay_fleet", "replay_kv_cache_config",
     "replay_policy", "replay_sequence", "replay_timed", "run_tasks", "save_figure",
-    "size_kv_cache", "sweep", "sweep_fleet", "sweep_models", "sweep_rows", "synthesize_tokens",
+    "size_kv_cache", "sweep", "sweep_fleet", "sweep_models", "sweep_mooncake_stream",
+    "sweep_rows", "synthesize_tokens",
     "top_prefixes", "traffic_from_kv_events", "traffic_from_workload", "write_report",
 ]  # fmt: skip

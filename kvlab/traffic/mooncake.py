@@ -37,13 +37,21 @@ Examples:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import os
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from os import PathLike
+from itertools import repeat
+from typing import TextIO
 
 __all__ = [
+    "MAX_LINE_CHARS",
+    "MAX_READ_MEMORY",
     "MOONCAKE_BLOCK_SIZE",
+    "READ_BYTES_PER_FILE_BYTE",
     "TrafficRequest",
+    "iter_mooncake",
     "read_mooncake",
     "read_mooncake_lines",
     "synthesize_tokens",
@@ -51,6 +59,14 @@ __all__ = [
 
 MOONCAKE_BLOCK_SIZE = 512
 """Tokens per hash id in Mooncake traces (tokens)."""
+MAX_LINE_CHARS = 32 << 20
+"""Longest line read (characters); a longer one is refused unread."""
+READ_BYTES_PER_FILE_BYTE = 6
+"""Peak memory of ``read_mooncake`` per byte of file (bytes), rounded up from tracemalloc's
+peaks on the two Mooncake traces (conversation 5.2, synthetic 5.5); benchmarks/results/
+mooncake_scale.md compares it with the RSS of reading the 100x trace whole."""
+MAX_READ_MEMORY = 2 << 30
+"""``read_mooncake`` refuses, before reading, a file that would need more (bytes)."""
 
 _KEYS = ("timestamp", "input_length", "output_length", "hash_ids")
 
@@ -135,6 +151,55 @@ def _parse(obj: object, index: int) -> TrafficRequest:
     return TrafficRequest(f"mc-{index}", float(ts), n_in, max(n_out, 1), tuple(ids))
 
 
+def _lines(f: Iterable[str] | TextIO) -> Iterator[str]:
+    """Lines, each read bounded (MAX_LINE_CHARS) when ``f`` is a file."""
+    if not hasattr(f, "readline"):
+        yield from f
+        return
+    while line := f.readline(MAX_LINE_CHARS + 1):  # type: ignore[union-attr]
+        yield line
+        if len(line) > MAX_LINE_CHARS:
+            return  # NOTE: refused by the caller; the rest of that line is never read
+
+
+def iter_mooncake_lines(lines: Iterable[str], limit: int | None = None
+                        ) -> Iterator[TrafficRequest]:  # fmt: skip
+    """Parse Mooncake JSONL lines one at a time (blank lines skipped); ids are ``mc-<index>``.
+
+    Memory: the requests are not kept; the prefix check keeps two small ints per distinct
+    hash id (``_PrefixIds``), about 12 bytes each.
+
+    Raises:
+        ValueError: Naming the line and what is allowed: longer than MAX_LINE_CHARS, not JSON
+            (or nested too deeply), not an object, a missing or mistyped field, hash_ids
+            inconsistent with input_length, a prefix id seen after two different parents, or an
+            id seen with two block lengths.
+    """
+    prefixes, index = _PrefixIds(), 0
+    for n, line in enumerate(_lines(lines), start=1):
+        if limit is not None and index >= limit:
+            return
+        if len(line) > MAX_LINE_CHARS:
+            raise ValueError(f"line {n}: longer than MAX_LINE_CHARS={MAX_LINE_CHARS} characters")
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"line {n}: not JSON ({exc.msg}); expected one Mooncake "
+                             f"request object a line") from None  # fmt: skip
+        except RecursionError:
+            raise ValueError(f"line {n}: JSON nested too deeply; expected one flat Mooncake "
+                             "request object a line") from None  # fmt: skip
+        try:
+            req = _parse(obj, index)
+            prefixes.check(req)
+        except ValueError as exc:
+            raise ValueError(f"line {n}: {exc}") from None
+        index += 1
+        yield req
+
+
 def read_mooncake_lines(lines: Iterable[str], limit: int | None = None) -> list[TrafficRequest]:
     """Parse Mooncake JSONL lines (blank lines skipped); ids are ``mc-<index>``.
 
@@ -146,52 +211,63 @@ def read_mooncake_lines(lines: Iterable[str], limit: int | None = None) -> list[
         The requests, in file order.
 
     Raises:
-        ValueError: Naming the line and what is allowed: not JSON, not an object, a missing
-            or mistyped field, hash_ids inconsistent with input_length, a prefix id seen
-            after two different parents, or an id seen with two block lengths.
+        ValueError: See ``iter_mooncake_lines``.
     """
-    reqs: list[TrafficRequest] = []
-    parent: dict[int, int] = {}
-    length: dict[int, int] = {}
-    for n, line in enumerate(lines, start=1):
-        if limit is not None and len(reqs) >= limit:
-            break
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {n}: not JSON ({exc.msg}); expected one Mooncake "
-                             f"request object a line") from None  # fmt: skip
-        try:
-            req = _parse(obj, len(reqs))
-            _check_prefix_ids(req, parent, length)
-        except ValueError as exc:
-            raise ValueError(f"line {n}: {exc}") from None
-        reqs.append(req)
-    return reqs
+    return list(iter_mooncake_lines(lines, limit))
 
 
-def _check_prefix_ids(req: TrafficRequest, parent: dict[int, int], length: dict[int, int]):
-    ids = req.hash_ids or ()
-    last = len(ids) - 1
-    for k, h in enumerate(ids):
-        p = ids[k - 1] if k else -1
-        n = MOONCAKE_BLOCK_SIZE if k < last else req.num_prompt_tokens - last * MOONCAKE_BLOCK_SIZE
-        if parent.setdefault(h, p) != p:
-            raise ValueError(
-                f"hash id {h} follows id {p} here but id {parent[h]} before; hash ids must "
-                f"name prefixes (an id always after the same parent)"
-            )
-        if length.setdefault(h, n) != n:
-            raise ValueError(
-                f"hash id {h} covers {n} tokens here but {length[h]} before; an id must name "
-                f"one block content"
-            )
+class _PrefixIds:
+    """hash id -> (parent id, tokens in its block), to check that ids name prefixes.
+
+    NOTE: kept in two flat ``array`` columns indexed by id (10 bytes an id) while ids are dense
+    (below 16 x the ids seen, plus 2**20), in a dict beyond, so memory follows the ids a file
+    really holds: a 100x Mooncake trace (18 M ids) costs about 200 MB here, a dict about 2 GB.
+    """
+
+    def __init__(self) -> None:
+        self.parent = array("q")  # NOTE: -2 = never seen
+        self.length = array("h")
+        self.sparse: dict[int, tuple[int, int]] = {}
+        self.num_ids = 0
+
+    def check(self, req: TrafficRequest) -> None:
+        ids = req.hash_ids or ()
+        last = len(ids) - 1
+        tail = req.num_prompt_tokens - last * MOONCAKE_BLOCK_SIZE
+        for k, h in enumerate(ids):
+            p, n = ids[k - 1] if k else -1, MOONCAKE_BLOCK_SIZE if k < last else tail
+            old_p, old_n = self._get(h)
+            if old_p == -2:
+                self._set(h, p, n)
+            elif old_p != p:
+                raise ValueError(f"hash id {h} follows id {p} here but id {old_p} before; hash "
+                                 "ids must name prefixes (an id always after the same parent)")
+            elif old_n != n:
+                raise ValueError(f"hash id {h} covers {n} tokens here but {old_n} before; an "
+                                 "id must name one block content")
+
+    def _get(self, h: int) -> tuple[int, int]:
+        if h < len(self.parent) and self.parent[h] != -2:
+            return self.parent[h], self.length[h]
+        return self.sparse.get(h, (-2, 0))
+
+    def _set(self, h: int, p: int, n: int) -> None:
+        self.num_ids += 1
+        size = len(self.parent)
+        if size <= h < min(16 * self.num_ids + (1 << 20), 1 << 40):
+            grow = max(h + 1 - size, size // 2, 1 << 16)
+            self.parent.extend(repeat(-2, grow))  # NOTE: in place, amortized
+            self.length.extend(repeat(0, grow))
+        if h < len(self.parent) and p < 1 << 62:
+            self.parent[h], self.length[h] = p, n
+        else:
+            self.sparse[h] = (p, n)
 
 
-def read_mooncake(path: str | PathLike[str], limit: int | None = None) -> list[TrafficRequest]:
-    """Read a Mooncake trace file (see ``read_mooncake_lines``).
+def iter_mooncake(path: str | PathLike[str], limit: int | None = None
+                  ) -> Iterator[TrafficRequest]:  # fmt: skip
+    """Stream a Mooncake trace file request by request, in bounded memory (see
+    ``iter_mooncake_lines``): the way to read a trace too big for ``read_mooncake``.
 
     Raises:
         FileNotFoundError: If the file does not exist.
@@ -199,6 +275,30 @@ def read_mooncake(path: str | PathLike[str], limit: int | None = None) -> list[T
     """
     with open(path, encoding="utf-8") as f:
         try:
-            return read_mooncake_lines(f, limit)
-        except ValueError as exc:
+            yield from iter_mooncake_lines(f, limit)
+        except ValueError as exc:  # NOTE: UnicodeDecodeError too
             raise ValueError(f"{path}: {exc}") from None
+
+
+def read_mooncake(path: str | PathLike[str], limit: int | None = None,
+                  max_memory: int = MAX_READ_MEMORY) -> list[TrafficRequest]:  # fmt: skip
+    """Read a Mooncake trace file whole (see ``read_mooncake_lines``).
+
+    A file that would need more than ``max_memory`` bytes (READ_BYTES_PER_FILE_BYTE per byte
+    of file, at its peak) is refused before anything is read, saying how much it would need;
+    ``iter_mooncake`` streams any size.
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: Naming the file, the first bad line and what is allowed; or, for a file
+            too big to hold, the memory it would need and max_memory.
+    """
+    need = os.path.getsize(path) * READ_BYTES_PER_FILE_BYTE
+    if limit is None and need > max_memory:
+        raise ValueError(
+            f"{path}: reading this trace whole would take about {need / 2**30:.1f} GiB of memory "
+            f"({READ_BYTES_PER_FILE_BYTE} bytes per byte of file), over max_memory="
+            f"{max_memory / 2**30:.1f} GiB; stream it with kvlab.traffic.iter_mooncake (bounded "
+            "memory), read its first requests (limit=), or raise max_memory"
+        )
+    return list(iter_mooncake(path, limit))

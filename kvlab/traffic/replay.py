@@ -147,23 +147,30 @@ def vllm_request(req: Any, hashes: list, max_tokens: int = 1) -> Any:
     return r
 
 
-def _serve_vllm(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any, rec: Any):
+def serve_vllm_one(mgr: Any, req: Any, hashes: list) -> int | None:
+    """One request through a vLLM manager on the sequence clock: get_computed_blocks,
+    allocate_slots, free. Returns its hit (tokens), or None when it does not fit the pool."""
     from kvlab.core.request import RequestStatus
 
+    r = vllm_request(req, hashes)
+    blocks, hit = mgr.get_computed_blocks(r)
+    if mgr.allocate_slots(r, r.num_tokens - hit, hit, blocks) is None:
+        return None
+    r.status = RequestStatus.FINISHED_LENGTH_CAPPED
+    mgr.free(r)
+    return hit
+
+
+def _serve_vllm(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any, rec: Any):
     counter = EvictionCounter()
     mgr = make_vllm_manager(num_blocks, b.block_size, counter)
     for i in it:
         if rec is not None:
             rec.at(i, mgr)
-        r = vllm_request(b.requests[i], b.block_hashes[i])
-        blocks, hit = mgr.get_computed_blocks(r)
-        if mgr.allocate_slots(r, r.num_tokens - hit, hit, blocks) is None:
+        hit = serve_vllm_one(mgr, b.requests[i], b.block_hashes[i])
+        if hit is None:
             res.rejected += 1
-            hit = 0
-        else:
-            r.status = RequestStatus.FINISHED_LENGTH_CAPPED
-            mgr.free(r)
-        res.per_request_hit_tokens.append(hit)
+        res.per_request_hit_tokens.append(hit or 0)
     res.evicted_blocks = counter.num_evicted_blocks
 
 
@@ -206,37 +213,50 @@ def _serve_nano(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any, 
     res.evicted_blocks = mgr.stats.num_evicted_blocks
 
 
-def _serve_radix(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any, rec: Any):
-    from kvlab.sglang import (
-        RadixCache,
-        Req,
-        TokenToKVPoolAllocator,
-        evict_from_tree_cache,
-        release_kv_cache,
-    )
+def make_radix_cache(num_blocks: int) -> tuple[Any, Any]:
+    """An SGLang RadixCache over a pool of ``num_blocks`` pages: (cache, pool)."""
+    from kvlab.sglang import RadixCache, TokenToKVPoolAllocator
 
     pool = TokenToKVPoolAllocator(num_blocks)
-    cache = RadixCache(pool)
-    bs, evicted = b.block_size, 0
+    return RadixCache(pool), pool
+
+
+def serve_radix_one(cache: Any, pool: Any, req: Any, keys: list[int],
+                    block_size: int) -> tuple[int, int] | None:  # fmt: skip
+    """One request through the radix tree on SGLang 0.5.23's life cycle (match, lock, evict
+    the shortfall, allocate, release with checkpoint). Returns (hit tokens, evicted pages),
+    or None when it does not fit the pool."""
+    from kvlab.sglang import Req, evict_from_tree_cache, release_kv_cache
+
+    bs, n = block_size, req.num_prompt_tokens
+    num_pages = -(-n // bs)
+    prefix, last = cache.match_prefix(keys[: (n - 1) // bs])
+    need = num_pages - len(prefix)
+    cache.inc_lock_ref(last)
+    if pool.available_size() + cache.evictable_size() < need:
+        cache.dec_lock_ref(last)
+        return None
+    evicted = evict_from_tree_cache(cache, need)  # NOTE: the shortfall only (SGLang 0.5.23)
+    slots = pool.alloc(need)
+    assert slots is not None
+    # NOTE: the row holds the partial tail page too; the tree keys full pages only, so
+    # release frees the tail (and the duplicates the checkpoint found).
+    r = Req(req.request_id, list(keys), [], list(prefix) + slots, len(prefix), last)
+    release_kv_cache(r, cache, checkpoint=True)
+    return len(prefix) * bs, evicted
+
+
+def _serve_radix(b: BlockedTraffic, num_blocks: int, res: ReplayResult, it: Any, rec: Any):
+    cache, pool = make_radix_cache(num_blocks)
+    evicted = 0
     for i in it:
-        keys, n = b.keys[i], b.requests[i].num_prompt_tokens
-        num_pages = -(-n // bs)
-        prefix, last = cache.match_prefix(keys[: (n - 1) // bs])
-        need = num_pages - len(prefix)
-        cache.inc_lock_ref(last)
-        if pool.available_size() + cache.evictable_size() < need:
-            cache.dec_lock_ref(last)
+        got = serve_radix_one(cache, pool, b.requests[i], b.keys[i], b.block_size)
+        if got is None:
             res.rejected += 1
             res.per_request_hit_tokens.append(0)
             continue
-        evicted += evict_from_tree_cache(cache, need)  # NOTE: the shortfall only (SGLang 0.5.23)
-        slots = pool.alloc(need)
-        assert slots is not None
-        # NOTE: the row holds the partial tail page too; the tree keys full pages only, so
-        # release frees the tail (and the duplicates the checkpoint found).
-        req = Req(b.requests[i].request_id, list(keys), [], list(prefix) + slots, len(prefix), last)
-        release_kv_cache(req, cache, checkpoint=True)
-        res.per_request_hit_tokens.append(len(prefix) * bs)
+        res.per_request_hit_tokens.append(got[0])
+        evicted += got[1]
     res.evicted_blocks = evicted
 
 

@@ -1,7 +1,7 @@
 """The player's JavaScript and CSS, bundled from ``kvlab/viz/static`` (no build tool, no CDN).
 
-The sources are four ES modules: ``replay.js`` (decode, replay, navigation; no DOM, tested
-under Node), ``predict.js`` (the predict mode's stops and score; no DOM, tested under Node),
+The sources are ES modules: ``check.js`` (refuses damaged trace data; no DOM), ``replay.js``
+(decode, replay, navigation; no DOM, tested under Node), ``predict.js`` (the predict mode's stops and score; no DOM, tested under Node),
 ``views.js`` (drawing) and ``player.js`` (controls, ``export default {render}``).
 ``player_esm()`` joins them into the single module anywidget loads; ``player_script()`` makes
 a classic script for static pages (no module loader needed, works from ``file://``).
@@ -15,7 +15,7 @@ from importlib.resources import files
 
 __all__ = ["JS_SOURCES", "player_css", "player_esm", "player_script", "static_text"]
 
-JS_SOURCES = ("i18n.js", "replay.js", "predict.js", "views.js", "player.js")
+JS_SOURCES = ("i18n.js", "check.js", "replay.js", "predict.js", "views.js", "player.js")
 """Bundle order: each file only imports from the ones before it."""
 
 _LOCAL_IMPORT = re.compile(r'^import \{[^}]*\} from "\./[a-z0-9_]+\.js";\n', re.MULTILINE)

@@ -32,6 +32,7 @@ import json
 from pathlib import Path
 
 from kvlab.i18n import _, check_language, language, use_language
+from kvlab.trace.untrusted import shown
 from kvlab.viz.assets import static_text
 from kvlab.viz.compare_side_by_side import render_cache_at_step
 
@@ -62,7 +63,7 @@ def _notes(runs: dict, names: list[str], step: int) -> list[str]:
                 admitted.setdefault(rid, {})[name] = rec.first_hit_tokens
     for rid, hits in admitted.items():
         parts = ", ".join(f"{n} {hits[n]}" for n in names if n in hits)
-        line = _("{request} admitted: hit tokens {parts}").format(request=rid, parts=parts)
+        line = _("{request} admitted: hit tokens {parts}").format(request=shown(rid), parts=parts)
         vllm, radix = hits.get("vllm"), hits.get("radix")
         if vllm is not None and radix is not None and 0 < radix - vllm < block_size:
             line += _(" (vLLM hits whole {size}-token blocks only: the last {d} matching tokens sit in a "

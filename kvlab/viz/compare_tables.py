@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvlab.i18n import N_, _, with_language
+from kvlab.trace.untrusted import shown
 
 __all__ = ["COMPARISON_ROWS", "render_comparison_table", "render_request_table"]
 
@@ -57,7 +58,7 @@ def render_comparison_table(comparison: Any) -> Table:
     if first is not None:
         title += " · " + _("{workload} · {requests} requests, {prompt_tokens} prompt tokens · "
                            "pool {pool_tokens} tokens").format(
-            workload=first.workload, requests=first.num_requests,
+            workload=shown(first.workload), requests=first.num_requests,
             prompt_tokens=f"{first.prompt_tokens:,}", pool_tokens=f"{first.pool_tokens:,}")
     table = Table(title=title, title_style="bold")
     table.add_column(_("metric"), style="bold")
@@ -104,7 +105,7 @@ def render_request_table(comparison: Any, max_rows: int = 30) -> Table:
             if row[f"{p}.num_preemptions"]:
                 cell += f" / {row[f'{p}.num_preemptions']}p"
             cells.append(cell)
-        table.add_row(row["request_id"], f"{row['num_prompt_tokens']:,}", *cells)
+        table.add_row(shown(row["request_id"]), f"{row['num_prompt_tokens']:,}", *cells)
     if len(rows) > max_rows:
         table.caption = _("{n} more requests not shown").format(n=len(rows) - max_rows)
     return table

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kvlab.i18n import N_, check_language, language, translations, use_language
+from kvlab.trace.untrusted import shown
 from kvlab.viz.assets import player_css, player_script
 from kvlab.viz.encode import encode_trace
 from kvlab.viz.player_strings import player_labels
@@ -141,8 +142,9 @@ def html_page(
 
     Args:
         body: HTML holding one or more ``player_html`` fragments (and anything else).
-        title: Page title and heading (plain text); None = "kvlab trace" in ``lang``.
-        description: A paragraph under the heading (plain text).
+        title: Page title and heading (plain text, shown as ``kvlab.trace.untrusted.shown``
+            gives it); None = "kvlab trace" in ``lang``.
+        description: A paragraph under the heading (plain text, likewise).
         lang: The page's language (``en``, ``zh``; None = the current language): its
             ``<html lang>`` and default title.
 
@@ -159,12 +161,12 @@ def html_page(
             "<head>",
             '<meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{html.escape(title)}</title>",
+            f"<title>{html.escape(shown(title, 200))}</title>",
             f"<style>\n{player_css()}\n{_PAGE_CSS}\n</style>",
             "</head>",
             "<body>",
-            f"<h1>{html.escape(title)}</h1>",
-            f"<p>{html.escape(description)}</p>" if description else "",
+            f"<h1>{html.escape(shown(title, 200))}</h1>",
+            f"<p>{html.escape(shown(description, 2000))}</p>" if description else "",
             body,
             f"<script>\n{player_script()}</script>",
             f"<script>{_MODEL_SHIM}</script>",

@@ -28,6 +28,7 @@ from rich.text import Text
 from kvlab.i18n import _, with_language
 from kvlab.trace.designs import design_of
 from kvlab.viz.design_header import last_deque_scan
+from kvlab.trace.untrusted import shown
 from kvlab.viz.palette import (
     STATUS_GLYPHS,
     STATUS_LABELS,
@@ -337,7 +338,7 @@ def render_block_table(trace: Any, index: int, max_columns: int = 16) -> Rendera
     if widest > max_columns:
         table.add_column("…")
     for r in rows:
-        cells: list[Any] = [Text(r.request_id)] + ([str(r.kv_cache_group_id)] if hybrid else [])
+        cells: list[Any] = [Text(shown(r.request_id))] + ([str(r.kv_cache_group_id)] if hybrid else [])
         for b in r.block_ids[:max_columns]:
             glyph = STATUS_GLYPHS[statuses[b]] if statuses[b] is BlockStatus.NULL else ""
             cells.append(Text(f"{b}{glyph}", style=status_style(statuses[b], state.ref_cnt[b])))

@@ -31,6 +31,7 @@ from kvlab.viz.calls import (
 from kvlab.viz.design_header import event_notes, render_cache_header
 from kvlab.viz.hash_tree import HashTree, build_hash_tree, cached_blocks_of
 from kvlab.viz.palette import HIT, MISS, SEGMENT_COLOURS, SEGMENT_SYMBOLS
+from kvlab.trace.untrusted import shown
 from kvlab.viz.snapshot import group_label, state_at
 from kvlab.viz.terminal import (
     Flow,
@@ -129,7 +130,7 @@ def _chain_line(
     chips = [_hash_chip(tree, h, cached_blocks_of(state, h), state.num_groups) for h in path]
     items += [chips[0]] + [Text("→ ") + chip for chip in chips[1:]]
     if path[-1] in ends:
-        items.append(Text(f" ⟵ {', '.join(ends[path[-1]])}", style="bold"))
+        items.append(Text(f" ⟵ {', '.join(shown(r, 40) for r in ends[path[-1]])}", style="bold"))
     return Flow(items, indent=pad + "      ")
 
 
@@ -164,7 +165,7 @@ def render_fixed_point(trace: Any, index: int) -> RenderableType:
         return Text(_("no get_computed_blocks call yet"), style="dim")
     rows = fixed_point_rows(trace, call)
     head = _("get_computed_blocks [{request}] at event #{seq}").format(
-        request=call.request, seq=call.begin
+        request=shown(call.request), seq=call.begin
     )
     if not rows:
         return Text(_("{head}: one attention type, no fixed point").format(head=head), style="dim")
@@ -234,7 +235,7 @@ def render_allocate_slots(trace: Any, index: int, max_width: int = 72) -> Render
         )
     title = Text(
         _("allocate_slots [{request}] at event #{seq} · {result}").format(
-            request=call.request, seq=call.begin, result=res
+            request=shown(call.request), seq=call.begin, result=res
         ),
         style="bold",
     )

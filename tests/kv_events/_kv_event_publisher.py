@@ -10,6 +10,7 @@ anything (duplicates, garbage).
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 
 import zmq
@@ -17,15 +18,30 @@ import zmq
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 
 
+def _bind(sock: zmq.Socket, endpoint: str, tries: int = 200) -> None:
+    """Bind, waiting (up to ~4 s) for a port a closed socket still holds (a restarted server
+    binds the same port; ZMQ releases it asynchronously); the socket is closed on failure."""
+    for n in range(tries):
+        try:
+            sock.bind(endpoint)
+            return
+        except zmq.ZMQError as exc:
+            if exc.errno != zmq.EADDRINUSE or n == tries - 1:
+                sock.close(linger=0)
+                raise
+            time.sleep(0.02)
+
+
 class TestPublisher:
     __test__ = False
 
     def __init__(self, ctx: zmq.Context, endpoint: str, *, bind: bool = True,
                  topic: bytes = b"kv", buffer_steps: int = 100,
-                 replay: bool = True, topic_frame: bool = True) -> None:  # fmt: skip
+                 replay: bool = True, topic_frame: bool = True,
+                 replay_at: str = "tcp://127.0.0.1:*") -> None:  # fmt: skip
         self.pub = ctx.socket(zmq.XPUB)
         if bind:
-            self.pub.bind(endpoint)
+            _bind(self.pub, endpoint)
             self.endpoint = self.pub.getsockopt_string(zmq.LAST_ENDPOINT)
         else:
             self.pub.connect(endpoint)
@@ -39,7 +55,11 @@ class TestPublisher:
         self._thread = None
         if replay:
             self.router = ctx.socket(zmq.ROUTER)
-            self.router.bind("tcp://127.0.0.1:*")
+            try:
+                _bind(self.router, replay_at)
+            except zmq.ZMQError:
+                self.pub.close(linger=0)
+                raise
             self.replay_endpoint = self.router.getsockopt_string(zmq.LAST_ENDPOINT)
             self._thread = threading.Thread(target=self._serve, daemon=True)
             self._thread.start()

@@ -214,17 +214,18 @@ def test_garbage_is_counted_and_the_stream_goes_on(streams, run, tmp_path) -> No
     s.pub.send_raw([b"kv", b"\x00" * 7, good[1]])  # a 7-byte seq frame
     s.pub.publish(good[1])
     s.pub.publish(b"\xc1 not msgpack")  # seq 2: garbage, but its seq is used
-    s.pub.publish(bad_group)  # seq 3
+    s.pub.publish(b"\xa2\x91x")  # seq 3: a msgpack str that is not UTF-8 (found by fuzzing)
+    s.pub.publish(bad_group)  # seq 4
     for p in good[2:]:
         s.pub.publish(p)
     got = list(s.sub.messages(timeout_ms=300))
-    assert [seq for _, seq, _ in got] == [0, 1, 4, 5, 6, 7]
+    assert [seq for _, seq, _ in got] == [0, 1, 5, 6, 7, 8]
     h = s.sub.health
-    assert (h.num_garbage, h.num_gaps, h.num_missing, h.num_delivered) == (4, 0, 0, 6)
+    assert (h.num_garbage, h.num_gaps, h.num_missing, h.num_delivered) == (5, 0, 0, 6)
     assert "group_idx" in h.last_error and "4095" in h.last_error and not h.ok
     path = tmp_path / "kept.kvev"
     assert write_kv_event_messages(path, got) == 6
-    assert [seq for seq, _ in read_kv_event_messages(path)] == [0, 1, 4, 5, 6, 7]
+    assert [seq for seq, _ in read_kv_event_messages(path)] == [0, 1, 5, 6, 7, 8]
 
 
 def test_a_huge_seq_jump_costs_nothing(streams, run) -> None:
@@ -253,6 +254,47 @@ def test_replay_that_never_answers(ctx, run) -> None:
         router.close(linger=0)
     assert [seq for seq, _ in got] == [0, 2]
     assert sub.health.missing == [(1, 1)] and sub.health.num_replay_requests == 2  # gap, silence
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_restarted_publisher_is_followed_from_its_seq_0(ctx, run) -> None:
+    where, replay_at = (f"tcp://127.0.0.1:{_free_port()}" for _ in range(2))
+    pub = TestPublisher(ctx, where, replay_at=replay_at)
+    sub = KVEventSubscriber(where, topic="kv", replay_endpoint=replay_at, replay_timeout_ms=2000,
+                            context=ctx)  # fmt: skip
+    payloads = [encode_kv_event_payload(b) for b, _ in run]
+    try:
+        pub.wait_subscribed()
+        for p in payloads[:3]:
+            pub.publish(p)
+        before = [seq for seq, _ in sub.batches(timeout_ms=2000, max_messages=3)]
+        pub.close()
+        pub = TestPublisher(ctx, where, replay_at=replay_at)  # the server restarted: seq 0 again
+        pub.publish(payloads[3], send=False)  # seq 0: lost while the SUB socket reconnected
+        pub.publish(payloads[4], send=False)  # seq 1 < the 3 expected, another payload: restart
+        frames = [b"kv", (1).to_bytes(8, "big"), payloads[4]]
+        after = []
+        for _ in range(100):  # NOTE: the SUB reconnects by itself; resend until it is back
+            pub.send_raw(frames)
+            after = list(sub.batches(timeout_ms=50))
+            if after:
+                break
+        pub.publish(payloads[5])
+        after += list(sub.batches(timeout_ms=300))
+    finally:
+        sub.close()
+        pub.close()
+    assert before == [0, 1, 2] and [seq for seq, _ in after] == [0, 1, 2]
+    assert [b.ts for _, b in after] == [b.ts for b, _ in run[3:]]
+    h = sub.health
+    assert (h.num_restarts, h.restarts, h.num_recovered, h.num_missing) == (1, [(3, 1)], 1, 0)
 
 
 def test_publisher_bind_rule() -> None:

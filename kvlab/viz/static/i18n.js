@@ -21,3 +21,4 @@ export function tr(message, params) {
 export function trn(singular, plural, n, params) {
   return tr(n === 1 ? singular : plural, { ...params, n: n.toLocaleString("en-US") });
 }
+

@@ -5,6 +5,8 @@
 // kvlab/viz/navigation.py (the cursor moves); tests/viz checks both agree with Python.
 // Input: the dict of kvlab.viz.encode.encode_trace (base64 little-endian numpy columns).
 
+import { checkTraceData, checkedArray, shown } from "./check.js";
+
 export const KIND = {
   STEP: 0, POPLEFT: 1, POPLEFT_N: 2, REMOVE: 3, APPEND: 4, APPEND_N: 5, GET_NEW_BLOCKS: 6,
   TOUCH: 7, FREE_BLOCKS: 8, BLOCK_STORED: 9, BLOCK_REMOVED: 10, ALL_BLOCKS_CLEARED: 11,
@@ -17,26 +19,16 @@ function unpackWide(p) {
   const out = [];
   for (let pos = 0; pos < p.length; pos += 1 + p[pos]) {
     const n = p[pos];
+    if (!(n >= 1 && pos + n < p.length)) throw new Error(`kvlab: damaged trace data: a wide call payload of ${p.length} limbs`);
     let v = BigInt(p[pos + n]);
     for (let k = n - 1; k >= 1; k--) v = (v << 32n) | BigInt(p[pos + k] >>> 0);
     out.push(Number.isSafeInteger(Number(v)) ? Number(v) : v.toString());
   }
   return out;
 }
-const CTORS = { "|u1": Uint8Array, "<u1": Uint8Array, "|i1": Int8Array, "<i1": Int8Array,
-  "<i2": Int16Array, "<u2": Uint16Array, "<i4": Int32Array, "<u4": Uint32Array, "<f8": Float64Array };
-
-function base64Bytes(text) {
-  if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(text);  // native, fast
-  const bin = atob(text), bytes = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-  return bytes;
-}
-
-export function decodeArray(field) {
-  const Ctor = CTORS[field.dtype];
-  if (!Ctor) throw new Error(`kvlab: unsupported dtype ${field.dtype}`);
-  return new Ctor(base64Bytes(field.b64).buffer, 0, field.length);
+// A {dtype, length, b64} field as a typed array (checked: kvlab/viz/static/check.js).
+export function decodeArray(field, where = "array") {
+  return checkedArray(field, where);
 }
 
 function ragged(r) {
@@ -45,9 +37,7 @@ function ragged(r) {
 
 // The decoded trace: columns, tables, and per-event parent / matching CALL_BEGIN-END.
 export function loadTrace(data) {
-  if (data.format !== "kvlab-trace/1") throw new Error(`kvlab: unknown trace format ${data.format}`);
-  const c = {};
-  for (const [name, field] of Object.entries(data.columns)) c[name] = decodeArray(field);
+  const { c, hashes } = checkTraceData(data);  // NOTE: refuses damaged data, naming the field
   const n = data.num_events;
   const parent = new Int32Array(n), endOf = new Int32Array(n).fill(-1);
   const beginOf = new Int32Array(n).fill(-1), step = new Int32Array(n);
@@ -72,7 +62,7 @@ export function loadTrace(data) {
     n, c, parent, endOf, beginOf, step, data,
     numBlocks: ini.num_blocks, numGroups: ini.num_groups, nullBlock: ini.null_block_id,
     requests: data.requests, callNames: data.call_names, kinds: data.kinds,
-    hashBytes: decodeArray(data.hashes), keyShift: 2 ** data.key_group_bits,
+    hashBytes: hashes, keyShift: 2 ** data.key_group_bits,
     tree: { parent: decodeArray(data.hash_tree.parent), position: decodeArray(data.hash_tree.position),
       chains: ragged(data.hash_tree.chains) },
     byKind: new Map(), byCall: new Map(),
@@ -151,6 +141,7 @@ export class KVState {
     this.inQueue[x] = 0; this.numFree--;
   }
   append(x) {
+    if (this.inQueue[x]) throw new Error(`kvlab replay: block ${x} is already in the free queue`);
     const t = this.N + 1, p = this.prev[t];
     this.next[p] = x; this.prev[x] = p; this.next[x] = t; this.prev[t] = x;
     this.inQueue[x] = 1; this.numFree++;
@@ -233,7 +224,9 @@ export function applyEvent(T, s, i) {
       break;
     }
     case KIND.REQ_BLOCKS_NULLED: {
-      const blocks = s.req[g].get(r).slice();
+      const held = s.req[g].get(r);
+      if (held === undefined) throw new Error(`kvlab replay: request ${r} holds no blocks in group ${g} at event ${i}`);
+      const blocks = held.slice();
       for (let j = o0; j < o1; j++) blocks[P[j]] = T.nullBlock;
       s.req[g].set(r, blocks);
       break;
@@ -382,12 +375,12 @@ export const vllmSourceUrl = (where) => `https://github.com/vllm-project/vllm/bl
 export function describe(T, i) {
   if (i < 0) return "initial state (before event 0)";
   const c = T.c, k = c.kind[i], name = T.kinds[k], p = payload(T, i);
-  const req = c.request[i] >= 0 ? ` req=${T.requests[c.request[i]]}` : "";
+  const req = c.request[i] >= 0 ? ` req=${shown(T.requests[c.request[i]])}` : "";
   let body = "";
   if (k === KIND.CALL_BEGIN || k === KIND.CALL_END) {
     const { name: call, values, names } = callArgs(T, i);
     const args = names ? names.map((n, j) => `${n}=${values[j]}`).join(", ") : list(values);
-    body = k === KIND.CALL_BEGIN ? ` ${call}(${args})` : ` ${call} → (${args})`;
+    body = k === KIND.CALL_BEGIN ? ` ${shown(call)}(${args})` : ` ${shown(call)} → (${args})`;
   } else if (k === KIND.POPLEFT || k === KIND.REMOVE || k === KIND.APPEND) body = ` block_id=${c.a[i]}`;
   else if (k === KIND.BLOCK_STORED) {
     const m = p.length >> 1;
@@ -468,7 +461,7 @@ export function blockSizeOf(T, group = 0) {
 
 // calls.py::slot_layout: the five spans of an allocate_slots call, left to right (tokens).
 export function slotLayout(call, blockSize) {
-  if (call.name !== "allocate_slots") throw new Error(`kvlab: slotLayout needs an allocate_slots call, got ${call.name}`);
+  if (call.name !== "allocate_slots") throw new Error(`kvlab: slotLayout needs an allocate_slots call, got ${shown(call.name)}`);
   if (!(blockSize >= 1)) throw new Error(`kvlab: block_size must be >= 1 (tokens), got ${blockSize}`);
   let pos = 0;
   const segments = SEGMENTS.map(([name, arg, meaning]) => {
@@ -512,5 +505,5 @@ export function groupLabel(config, g) {
   const spec = config.groups?.[g];
   if (!spec) return `group ${g}`;
   const extra = spec.sliding_window ? ` (window ${spec.sliding_window})` : "";
-  return `group ${g} · ${String(spec.spec ?? "?").replace(/Spec$/, "")}${extra}`;
+  return `group ${g} · ${shown(String(spec.spec ?? "?").replace(/Spec$/, ""))}${extra}`;
 }

@@ -2,6 +2,7 @@
 // Each view redraws one container from a trace T and a replayed state s (replay.js).
 // Colours are kvlab/viz/palette.py's (tests/viz checks the hex values match).
 
+import { shown } from "./check.js";
 import { blockSizeOf, findCall, fixedPointRows, hashHex, slotLayout, slotMapping } from "./replay.js";
 import { tr, trn } from "./i18n.js";
 
@@ -160,7 +161,7 @@ export function drawBlockTable(box, T, s, maxRows = 24, maxCols = 32) {
     ...Array.from({ length: width }, (_, j) => h("th", {}, String(j))));
   const table = h("table", { cls: "kvlab-table" }, head);
   for (const [r, g, blocks] of rows.slice(0, maxRows)) {
-    const line = h("tr", {}, h("th", {}, T.requests[r]), ...(T.numGroups > 1 ? [h("td", {}, String(g))] : []));
+    const line = h("tr", {}, h("th", {}, shown(T.requests[r])), ...(T.numGroups > 1 ? [h("td", {}, String(g))] : []));
     for (let j = 0; j < width; j++) {
       const b = blocks[j];
       if (b === undefined) { line.append(h("td")); continue; }
@@ -187,7 +188,7 @@ export function drawHashChain(box, T, s, reqs, maxNodes = 240, maxDepth = 40) {
       if (!kids.get(parent).includes(hsh)) kids.get(parent).push(hsh);
       parent = hsh;
     }
-    ends.set(parent, [...(ends.get(parent) || []), T.requests[r]]);
+    ends.set(parent, [...(ends.get(parent) || []), shown(T.requests[r], 40)]);
   }
   const title = h("div", { cls: "kvlab-title" }, tr("hash chains (block_hash) · green: cached, a lookup hits · red: not cached"));
   if (!kids.size) return box.replaceChildren(title, h("div", { cls: "kvlab-dim" }, tr("no known hash chain for these requests")));
@@ -259,7 +260,7 @@ function hitBlocksText(blockIds, nullBlock) {
 export function drawFixedPoint(box, T, index) {
   const call = findCall(T, index, "get_computed_blocks");
   if (!call) return box.replaceChildren(dim(tr("no get_computed_blocks call yet")));
-  const rows = fixedPointRows(T, call), head = tr("get_computed_blocks [{request}] at event #{begin}", { request: call.request, begin: call.begin });
+  const rows = fixedPointRows(T, call), head = tr("get_computed_blocks [{request}] at event #{begin}", { request: shown(call.request), begin: call.begin });
   if (!rows.length) return box.replaceChildren(dim(tr("{head}: one attention type, no fixed point", { head })));
   const keyOf = (ids) => ids.join(","), columns = [...new Map(rows.map((r) => [keyOf(r.kv_cache_group_ids), r.kv_cache_group_ids])).values()];
   const table = h("table", { cls: "kvlab-table kvlab-fixed" }, h("tr", {}, h("th", {}, tr("iteration")),
@@ -286,7 +287,7 @@ export function drawFixedPoint(box, T, index) {
 function callTitle(call, layout) {
   const res = layout.allocated === null ? tr("unfinished")
     : tr("{outcome}, num_blocks_to_allocate = {n}", { outcome: layout.allocated ? tr("allocated") : tr("refused (None)"), n: layout.num_blocks_to_allocate });
-  return tr("allocate_slots [{request}] at event #{begin} · {result}", { request: call.request, begin: call.begin, result: res });
+  return tr("allocate_slots [{request}] at event #{begin} · {result}", { request: shown(call.request), begin: call.begin, result: res });
 }
 
 // allocate_slots' layout (comp | new_comp | ext_comp | new | lookahead) drawn to scale in
@@ -340,6 +341,6 @@ export function drawSlotMapping(box, T, s, index, maxCols = 48) {
     table.append(line);
   });
   const span = total === 0 ? tr("no tokens") : tr("positions {first}..{last} of {total}", { first: from, last: to - 1, total });
-  box.replaceChildren(h("div", { cls: "kvlab-title" }, tr("token positions → slots · request {request} · {span}", { request: call.request, span })), table,
+  box.replaceChildren(h("div", { cls: "kvlab-title" }, tr("token positions → slots · request {request} · {span}", { request: shown(call.request), span })), table,
     dim(tr("slot = block_id × block_size + position % block_size · · = no block yet · ∅ = null_block (outside the window)")));
 }

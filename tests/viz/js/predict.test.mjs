@@ -7,8 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 
-const load = async (name) => import("data:text/javascript," + encodeURIComponent(
-  fs.readFileSync(new URL(`../../../kvlab/viz/static/${name}`, import.meta.url), "utf8")));
+const load = async (name) => import(new URL(`../../../kvlab/viz/static/${name}`, import.meta.url).href);
 const replay = await load("replay.js");
 const { Quiz } = await load("predict.js");
 const fixture = JSON.parse(fs.readFileSync(process.env.KVLAB_PREDICT_FIXTURE, "utf8"));

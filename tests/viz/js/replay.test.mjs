@@ -7,8 +7,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 
 const fixture = JSON.parse(fs.readFileSync(process.env.KVLAB_REPLAY_FIXTURE, "utf8"));
-const source = fs.readFileSync(new URL("../../../kvlab/viz/static/replay.js", import.meta.url), "utf8");
-const replay = await import("data:text/javascript," + encodeURIComponent(source));
+const replay = await import(new URL("../../../kvlab/viz/static/replay.js", import.meta.url).href);
 
 // The JS state in the form tests/viz/test_player_js.py::_canonical gives for a Python KVState.
 function canonical(s) {
