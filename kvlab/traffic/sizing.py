@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvlab.i18n import _
+
 __all__ = [
     "BUNDLED_MODELS",
     "KVCacheSizing",
@@ -72,8 +74,8 @@ def parse_bytes(text: str) -> int:
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
     unit = m.group(2).lower() if m else ""
     if m is None or unit not in _UNITS:
-        raise ValueError(f"{text!r} is not a size; allowed: a number with B, KB, MB, GB, TB, "
-                         "KiB, MiB, GiB or TiB (16GiB, 80GB, 1.5e9)")  # fmt: skip
+        raise ValueError(_("{text} is not a size; allowed: a number with B, KB, MB, GB, TB, "
+                           "KiB, MiB, GiB or TiB (16GiB, 80GB, 1.5e9)").format(text=repr(text)))
     return int(float(m.group(1)) * _UNITS[unit])
 
 
@@ -90,14 +92,16 @@ def load_model_config(name_or_path: str | Path) -> dict[str, Any]:
     text = str(name_or_path)
     path = _MODELS_DIR / f"{text}.json" if text in BUNDLED_MODELS else Path(text)
     if not path.is_file():
-        raise ValueError(f"no model config {text!r}: give a config.json path or one of "
-                         f"{', '.join(BUNDLED_MODELS)}")  # fmt: skip
+        msg = _("no model config {name}: give a config.json path or one of {models}")
+        raise ValueError(msg.format(name=repr(text), models=", ".join(BUNDLED_MODELS)))
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not JSON ({exc.msg})") from None
+        msg = _("{path}: not JSON ({problem})")
+        raise ValueError(msg.format(path=path, problem=exc.msg)) from None
     if not isinstance(cfg, dict):
-        raise ValueError(f"{path}: expected a JSON object (a Hugging Face config.json)")
+        msg = _("{path}: expected a JSON object (a Hugging Face config.json)")
+        raise ValueError(msg.format(path=path))
     if isinstance(cfg.get("text_config"), dict):
         cfg = {**cfg["text_config"], "num_parameters": cfg.get("num_parameters"),
                "torch_dtype": cfg["text_config"].get("torch_dtype", cfg.get("torch_dtype"))}
@@ -108,14 +112,16 @@ def load_model_config(name_or_path: str | Path) -> dict[str, Any]:
 def _get(cfg: dict, key: str, default: Any = None) -> Any:
     v = cfg.get(key, default)
     if v is None:
-        raise ValueError(f"model config {cfg.get('_name')!r} lacks {key!r}")
+        msg = _("model config {name} lacks {key}")
+        raise ValueError(msg.format(name=repr(cfg.get("_name")), key=repr(key)))
     return v
 
 
 def _dtype(cfg: dict) -> str:
     name = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     if name not in _DTYPE_BYTES:
-        raise ValueError(f"unknown torch_dtype {name!r}; allowed: {', '.join(_DTYPE_BYTES)}")
+        raise ValueError(_("unknown torch_dtype {name}; allowed: {allowed}").format(
+            name=repr(name), allowed=", ".join(_DTYPE_BYTES)))
     return name
 
 
@@ -163,9 +169,10 @@ def layer_specs(cfg: dict, block_size: int | None = None) -> tuple[dict[str, Any
                  for i in range(n)]  # fmt: skip
     if types is None:
         if kind not in ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text"):
-            raise ValueError(f"cannot size model_type {kind!r}: kvlab knows dense / GQA "
-                             "attention (llama, mistral, qwen2, qwen3), MLA (kv_lora_rank), "
-                             "sliding windows (sliding_window, layer_types) and jamba")  # fmt: skip
+            raise ValueError(_("cannot size model_type {kind}: kvlab knows dense / GQA "
+                               "attention (llama, mistral, qwen2, qwen3), MLA (kv_lora_rank), "
+                               "sliding windows (sliding_window, layer_types) and jamba"
+                               ).format(kind=repr(kind)))
         return {f"model.layers.{i}": full for i in range(n)}, "none"
     sliding = SlidingWindowSpec(block_size=block_size or 16, num_kv_heads=kv_heads,
                                 head_size=head_dim, dtype=dtype, sliding_window=window)  # fmt: skip
@@ -272,7 +279,8 @@ def size_kv_cache(cfg: dict, kv_cache_memory_bytes: int, max_model_len: int | No
     from kvlab.core import VllmConfig, get_kv_cache_configs
 
     if kv_cache_memory_bytes <= 0:
-        raise ValueError(f"the KV cache budget must be > 0 bytes, got {kv_cache_memory_bytes}")
+        msg = _("the KV cache budget must be > 0 bytes, got {n}")
+        raise ValueError(msg.format(n=kv_cache_memory_bytes))
     specs, mode = layer_specs(cfg, block_size)
     first = next(iter(specs.values()))
     mml = max_model_len or int(_get(cfg, "max_position_embeddings"))
@@ -293,20 +301,23 @@ def kv_cache_budgets(cfg: dict, kv_cache_memory: list[int] | None = None,
     """
     out = list(kv_cache_memory or [])
     if not 0 < utilization <= 1:
-        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {utilization}")
+        msg = _("gpu_memory_utilization must be in (0, 1], got {value}")
+        raise ValueError(msg.format(value=utilization))
     if gpu_memory:
         if weights_bytes is None:
             params = cfg.get("num_parameters")
             if not params:
-                raise ValueError(f"model config {cfg.get('_name')!r} has no num_parameters: "
-                                 "give the weights' size (--weights 16GiB)")  # fmt: skip
+                msg = _("model config {name} has no num_parameters: give the weights' size "
+                        "(--weights 16GiB)")
+                raise ValueError(msg.format(name=repr(cfg.get("_name"))))
             weights_bytes = int(params) * _DTYPE_BYTES[_dtype(cfg)]
         for g in gpu_memory:
             free = int(g * utilization) - weights_bytes
             if free <= 0:
-                raise ValueError(f"{g / 2**30:.1f} GiB x {utilization} leaves nothing after "
-                                 f"{weights_bytes / 2**30:.1f} GiB of weights")  # fmt: skip
+                msg = _("{gpu} GiB x {utilization} leaves nothing after {weights} GiB of weights")
+                raise ValueError(msg.format(gpu=f"{g / 2**30:.1f}", utilization=utilization,
+                                            weights=f"{weights_bytes / 2**30:.1f}"))  # fmt: skip
             out.append(free)
     if not out:
-        raise ValueError("no KV cache budget: give --kv-cache-memory and/or --gpu-memory")
+        raise ValueError(_("no KV cache budget: give --kv-cache-memory and/or --gpu-memory"))
     return out

@@ -139,3 +139,13 @@ def test_tables_print_every_number_whole_into_a_pipe(tmp_path):
     assert res.exit_code == 0 and "…" not in res.output, res.output
     # 1 GiB / (27 layers x 576 (MLA's latent + rope) x 2 B x 64 tokens) = 539 blocks of 64
     assert re.search(r"│ deepseek-v2-lite +│ +1\.00 │ +539 │ +64 │ +1 │ +0\.\d{3} │", res.output)
+
+
+def test_sizing_errors_are_translated_under_lang_zh(tmp_path):
+    res, _ = _run(tmp_path, "--model-config", "llama-3.1-8b", "--lang", "zh")
+    assert res.exit_code == 2 and "没有 KV 缓存预算：请给出 --kv-cache-memory 和/或 --gpu-memory" in res.output
+    res, _ = _run(tmp_path, "--model-config", "no-such-model", "--kv-cache-memory", "1GiB", "--lang", "zh")
+    assert res.exit_code == 2 and "找不到模型配置 'no-such-model'：请给出 config.json 的路径" in res.output
+    assert "llama-3.1-8b" in res.output
+    res, _ = _run(tmp_path, "--model-config", "llama-3.1-8b", "--kv-cache-memory", "16 gigs")
+    assert res.exit_code == 2 and "'16 gigs' is not a size; allowed: a number with B" in res.output
