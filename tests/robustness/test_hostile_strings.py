@@ -156,6 +156,8 @@ def _notebook(trace) -> dict:
          "outputs": [{"output_type": "display_data", "metadata": {},
                       "data": {k: v for k, v in bundle.items() if k != "text/html"}}]},
     ]  # fmt: skip
+    for k, cell in enumerate(cells):
+        cell["id"] = f"cell-{k}"  # nbformat 4.5 cells carry an id
     meta = {"widgets": {"application/vnd.jupyter.widget-state+json": {
         "version_major": 2, "version_minor": 0, "state": state}}}
     return {"cells": cells, "metadata": meta, "nbformat": 4, "nbformat_minor": 5}
