@@ -22,6 +22,8 @@ sliding_window_hit         SlidingWindowManager.find_longest_cache_hit, get_num_
 hybrid_fixed_point         HybridKVCacheCoordinator.find_longest_cache_hit
 allocate_slots_layout      KVCacheManager.allocate_slots
 nano_block_manager         nano-vllm's BlockManager
+radix_cache                SGLang's RadixCache (match_prefix with splits, insert, evict,
+                           inc_lock_ref, dec_lock_ref), graded against SGLang 0.5.23
 =========================  ===============================================================
 
 Examples:
@@ -48,6 +50,7 @@ from kvlab.labs import lab_sliding_window_hit  # noqa: F401
 from kvlab.labs import lab_hybrid_fixed_point  # noqa: F401
 from kvlab.labs import lab_allocate_slots_layout  # noqa: F401
 from kvlab.labs import lab_nano_block_manager  # noqa: F401
+from kvlab.labs import lab_radix_cache  # noqa: F401
 from kvlab.labs.engine import DEFAULT_TIME_LIMIT_S, run_lab
 from kvlab.labs.registry import Lab, Misconception, registered
 from kvlab.labs.result import Divergence, LabResult
@@ -95,7 +98,7 @@ def check(name: str, implementation: Any, *, seed: int | None = None,
     Args:
         name: A lab from LABS.
         implementation: What the learner wrote: the class (``FreeKVCacheBlockQueue``,
-            ``BlockPool``, ``SlidingWindowManager``, ``BlockManager``) or the function(s)
+            ``BlockPool``, ``SlidingWindowManager``, ``BlockManager``, ``RadixCache``) or the function(s)
             (``find_longest_cache_hit``, ``allocate_slots``; a tuple of functions for
             ``block_hash``) with vLLM's signature. A subclass of kvlab's own class passes.
         seed: Seed of the fresh randomized scenarios (None = a new one; the result says which,

@@ -18,6 +18,7 @@ __all__ = ["FIELD_LABELS", "Divergence", "LabResult", "field_label", "fmt_value"
 FIELD_LABELS = {
     "return value": N_("return value"), "free queue": N_("free queue"), "cached map": N_("cached map"),
     "block ids": N_("block ids"), "events": N_("events"), "usage": N_("usage"),
+    "free slots": N_("free slots"), "tree": N_("tree"),
 }
 """Compared fields shown in words (the others are vLLM's identifiers, shown as they are)."""
 
@@ -31,6 +32,10 @@ def source_name(source: str) -> str:
     """Who made the expected decisions, for a report (in the current language)."""
     if source.startswith("vLLM"):
         return "vLLM 0.22.1"  # a name, the same in every language
+    if source.startswith("SGLang"):
+        return source  # "SGLang 0.5.23 (kvlab.sglang)": names, the same in every language
+    if source.startswith("SGLang"):
+        return source  # "SGLang 0.5.23 (kvlab.sglang)": names, the same in every language
     if source == "nano-vllm":
         return _("nano-vllm (kvlab's re-implementation)")
     return _("kvlab's reference")

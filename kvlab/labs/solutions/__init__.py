@@ -31,6 +31,7 @@ SOLUTION_MODULES = {
     "hybrid_fixed_point": "hybrid_fixed_point",
     "allocate_slots_layout": "allocate_slots_layout",
     "nano_block_manager": "nano_block_manager",
+    "radix_cache": "radix_cache",
 }
 """Lab name -> module of this package holding its solution."""
 
