@@ -28,8 +28,8 @@ __all__ = ["LAB"]
 
 METHODS = ("match_prefix", "insert", "evict", "inc_lock_ref", "dec_lock_ref")
 NB12 = "12_misconceptions"
-TREE = "3. \"The prefix cache is a radix tree\""
-SIDE_BY_SIDE = "The same workload on vLLM's cache and on a radix tree"
+TREE = N_("3. \"The prefix cache is a radix tree\"")
+SIDE_BY_SIDE = N_("The same workload on vLLM's cache and on a radix tree")
 
 
 def _accept(value: Any) -> Accepted:

@@ -16,7 +16,7 @@ from kvlab.labs import LABS, lab
 from kvlab.labs.solutions import cell_sources, fill, skeleton
 
 NOTEBOOKS = lab_notebooks()
-ALLOWED = {"kvlab", "kvlab.core", "kvlab.labs", "kvlab.trace", "kvlab.viz", "kvlab.compare"}
+ALLOWED = {"kvlab", "kvlab.core", "kvlab.labs", "kvlab.trace", "kvlab.viz", "kvlab.compare", "kvlab.sglang"}
 VLLM_NAMED = {"kvlab.core.kv_cache_utils", "kvlab.core.block_pool", "kvlab.core.kv_cache_manager",
               "kvlab.core.kv_cache_interface", "kvlab.core.single_type_kv_cache_manager",
               "kvlab.core.kv_cache_coordinator", "kvlab.core.kv_events", "kvlab.core.request"}

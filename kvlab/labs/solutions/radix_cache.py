@@ -20,7 +20,7 @@ class TreeNode:
     Mirrors: sglang/srt/mem_cache/radix_cache.py::TreeNode
     """
 
-    def __init__(self, node_id: int, parent: TreeNode | None = None) -> None:
+    def __init__(self, node_id: int, parent: "TreeNode | None" = None) -> None:
         self.node_id = node_id
         self.parent = parent
         self.children: dict = {}
