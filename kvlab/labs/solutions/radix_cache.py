@@ -33,7 +33,6 @@ class TreeNode:
         return f"TreeNode({self.node_id}, key={self.key}, lock_ref={self.lock_ref}, last_access_time={self.last_access_time})"
 
 
-# --- notebook cell ---
 class RadixCache:
     """SGLang's radix-tree prefix cache over a pool of KV slots (one slot per token).
 
