@@ -7,7 +7,9 @@ SGLang is not vLLM: the expected decisions are SGLang 0.5.23's as kvlab.sglang m
 (exact against SGLang 0.5.23's own RadixCache, tests/sglang): recorded workloads with page
 size 1 shipped in ``kvlab/labs/data/radix.cbor.gz`` (``tests/labs/record_radix_fixtures.py``),
 and fresh randomized workloads with page sizes 1, 2 and 4 (page size 1: kvlab.sglang decides;
-above 1: kvlab's paged model, ``kvlab.labs.radix_model``, as kvlab.sglang has no pages). The
+above 1: kvlab's paged model, ``kvlab.labs.radix_model``, as kvlab.sglang has no pages;
+tests/sglang/test_radix_lab_vs_sglang.py replays such workloads, page sizes 1 to 8, on SGLang
+0.5.23's own RadixCache, call for call). The
 learner's tree is compared after every call: the return value, every node's tokens and slots,
 node_id, lock_ref and last_access_time, evictable_size_, protected_size_ and the pool's free
 slots in order (the evicted slots, in eviction order, at its end).
