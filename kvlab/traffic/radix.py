@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
 
 from kvlab.traffic.blocks import BlockedTraffic
+from kvlab.traffic.replay import check_capacity
 from kvlab.traffic.stack import CurvePoint
 
 __all__ = ["RadixPrefixCache", "radix_curve"]
@@ -240,16 +241,12 @@ def radix_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int],
         request by request to ``replay.serve_radix_one`` through kvlab.sglang.
 
     Raises:
-        ValueError: If a capacity is below one block.
+        ValueError: If a capacity is not a whole number of tokens or is below one block.
     """
     bs = blocked.block_size
     n = len(blocked) if stop_after is None else min(stop_after, len(blocked))
     keys, reqs = blocked.keys, blocked.requests
-    sizes = []
-    for c in capacities_tokens:
-        if c < bs:
-            raise ValueError(f"capacity {c} tokens is below one block ({bs} tokens)")
-        sizes.append(int(c) // bs)
+    sizes = [check_capacity(c, bs) // bs for c in capacities_tokens]
     prompt = sum(r.num_prompt_tokens for r in reqs[:n])
     done: dict[int, CurvePoint] = {}
     clean: CurvePoint | None = None
