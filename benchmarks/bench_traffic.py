@@ -13,7 +13,9 @@ wall time: the machine is shared. Prints Markdown (benchmarks/results/traffic.md
 2. Peers on the same window (second half): kvcache-simulator's LRU and optimal (C++ backend)
    beside kvlab's vLLM and Belady; libCacheSim's LRU driven in vLLM's freeing order.
 3. Speed: the vLLM curve at 7 capacities against kvcache-simulator's C++ backend (both from
-   the trace file), nano-vllm and radix against the vLLM curve.
+   the trace file; its rows are left out where it is not installed), nano-vllm and radix (the
+   lean tree of kvlab.traffic.radix, and kvlab.sglang's faithful replays) against the vLLM
+   curve.
 4. Scale: 1x, 10x and 100x the conversation trace streamed through the curve (a child process
    each): peak memory stays bounded by the largest capacity, not by the trace.
 """
@@ -32,6 +34,7 @@ import time
 from kvlab.traffic import prepare_blocks, read_mooncake, read_mooncake_lines, replay_sequence
 from kvlab.traffic.belady import belady
 from kvlab.traffic.lru import LRUPrefixCache
+from kvlab.traffic.radix import radix_curve
 from kvlab.traffic.stack import lru_curve
 from kvlab.traffic.synthetic import random_mooncake_lines
 
@@ -158,6 +161,13 @@ def _peer_cpu(path: str) -> tuple[float, float]:
 def speed() -> None:
     print("## 3. Speed (CPU seconds, conversation trace, 7 capacities, block size 512)\n")
     path = TRACES["conversation"]
+    try:
+        import kvcache_sim  # noqa: F401
+    except ImportError:
+        has_peer = False
+        print("kvcache-simulator is not installed here (see BENCH_VENV): its rows are left out.\n")
+    else:
+        has_peer = True
     rows = []
     for _ in range(3):  # NOTE: best of three for both sides: the machine is shared
         t = cpu()
@@ -169,25 +179,42 @@ def speed() -> None:
         t = cpu()
         lru_curve(b, CAPS, cap_hit=False)
         t_nano = cpu() - t
-        peer_total, peer_child = _peer_cpu(path)
-        rows.append((t_read, t_curve, t_nano, peer_total, peer_child))
-    t_read, t_curve, t_nano, peer_total, peer_child = (min(r[i] for r in rows) for i in range(5))
+        t = cpu()
+        radix_curve(b, CAPS)
+        t_lean = cpu() - t
+        t = cpu()
+        for cap in CAPS:
+            replay_sequence(b, "radix", cap)
+        t_lean7 = cpu() - t
+        peer_total, peer_child = _peer_cpu(path) if has_peer else (float("nan"),) * 2
+        rows.append((t_read, t_curve, t_nano, t_lean, t_lean7, peer_total, peer_child))
+    t_read, t_curve, t_nano, t_lean, t_lean7, peer_total, peer_child = (
+        min(r[i] for r in rows) for i in range(7))
     t = cpu()
-    for cap in CAPS:
-        replay_sequence(b, "radix", cap)
+    faithful = [replay_sequence(b, "radix", cap, faithful=True) for cap in CAPS]
     t_radix = cpu() - t
+    same = all(f.per_request_hit_tokens == p.per_request_hit_tokens
+               and (f.evicted_blocks, f.rejected) == (p.evicted_blocks, p.rejected)
+               for f, p in zip(faithful, radix_curve(b, CAPS), strict=True))  # fmt: skip
     print("| what | CPU s | ratio |")
     print("|---|---|---|")
     print(f"| kvlab: read the trace + block keys | {t_read:.2f} | |")
-    print(f"| kvlab: vLLM curve, one pass | {t_curve:.2f} | |")
-    print(f"| **kvlab: trace file to vLLM curve** | **{t_read + t_curve:.2f}** | "
-          f"{(t_read + t_curve) / peer_total:.2f} x the peer |")
-    print(f"| kvcache-simulator (C++): trace file to LRU curve (Python parse + C++) | "
-          f"{peer_total:.2f} | 1 |")
-    print(f"| kvcache-simulator: its C++ process alone | {peer_child:.2f} | |")
+    print(f"| kvlab: vLLM curve, one pass | {t_curve:.2f} | 1 |")
+    if has_peer:
+        print(f"| **kvlab: trace file to vLLM curve** | **{t_read + t_curve:.2f}** | "
+              f"{(t_read + t_curve) / peer_total:.2f} x the peer |")
+        print(f"| kvcache-simulator (C++): trace file to LRU curve (Python parse + C++) | "
+              f"{peer_total:.2f} | 1 |")
+        print(f"| kvcache-simulator: its C++ process alone | {peer_child:.2f} | |")
     print(f"| kvlab: nano-vllm curve, one pass | {t_nano:.2f} | {t_nano / t_curve:.2f} x vLLM |")
-    print(f"| kvlab: radix, 7 replays (kvlab.sglang) | {t_radix:.2f} | "
+    print(f"| kvlab: radix curve, lean tree (radix_curve) | {t_lean:.2f} | "
+          f"{t_lean / t_curve:.2f} x vLLM |")
+    print(f"| kvlab: radix, 7 lean replays (replay_sequence) | {t_lean7:.2f} | "
+          f"{t_lean7 / t_curve:.2f} x vLLM |")
+    print(f"| kvlab: radix, 7 faithful replays (kvlab.sglang) | {t_radix:.2f} | "
           f"{t_radix / t_curve:.1f} x vLLM |\n")
+    print(f"Lean radix = faithful kvlab.sglang replay at the 7 capacities (every request, "
+          f"evictions, refusals): {same}.\n")
 
 
 _SCALE = """
