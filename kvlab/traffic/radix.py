@@ -10,8 +10,8 @@ SGLang 0.5.23's life cycle, one page (``page_size = block_size``) per tree eleme
     t2      insert(keys)                                         # split where it diverges
     t3      match_prefix(keys); move the lock; free the tail page; unlock
 
-``RadixPrefixCache`` keeps the same tree (the same nodes, splits, access times and node ids)
-and so takes the same decisions, request by request (tests check it on both Mooncake traces
+``RadixPrefixCache`` keeps the same tree (the same nodes, splits, node ids and order of access
+times) and so takes the same decisions, request by request (tests check it on both Mooncake traces
 and on random traces), without what only a live server needs:
 
 * no slots, no pool, no lock counts: between two requests every slot is free or in the tree,
@@ -29,9 +29,9 @@ and on random traces), without what only a live server needs:
   are skipped when popped (and dropped whenever they outnumber the nodes twice, so memory
   follows the tree, not the trace); SGLang 0.5.23 itself keeps a set of evictable leaves.
 
-A curve (``radix_curve``) replays each capacity alone, except that every capacity at least as
-large as the most pages a capacity without eviction ever needed (its *peak*) makes the very
-same decisions as that capacity, and is answered by it.
+A curve (``radix_curve``) replays each capacity alone, except one that a larger capacity's
+replay answers: when that replay neither evicted nor refused anything, every pool at least as
+large as the most pages it ever needed at once (its *peak*) makes the very same decisions.
 
 Examples:
     >>> sim = RadixPrefixCache(num_blocks=4, block_size=2)
@@ -152,6 +152,8 @@ class RadixPrefixCache:
             or -1 when its pages outnumber the pool (refused: only the match's access times
             and split stay, as in SGLang).
         """
+        if keys.__class__ is not list:
+            keys = list(keys)  # NOTE: edges are lists; a slice compares equal only to a list
         num_pages = -(-num_tokens // self.block_size)
         cap = (num_tokens - 1) // self.block_size
         admitted = num_pages <= self.num_blocks

@@ -178,3 +178,12 @@ def test_bad_sizes_are_refused_with_what_is_allowed():
     msg = r"capacity 63 tokens is below one block \(64 tokens\); allowed: >= 64"
     with pytest.raises(ValueError, match=msg):
         radix_curve(b, [64, 63])
+
+
+def test_keys_as_tuples_or_ranges_decide_as_lists():
+    as_lists, as_tuples = RadixPrefixCache(8, 2), RadixPrefixCache(8, 2)
+    requests = [([1, 2, 3], 7), ([1, 2, 3], 7), ([1, 2], 5), ([1, 5, 6, 7], 9)]
+    want = [as_lists.serve(k, n) for k, n in requests]
+    assert want == [0, 6, 4, 2]
+    assert [as_tuples.serve(tuple(k), n) for k, n in requests] == want
+    assert as_tuples.serve(range(1, 3), 5) == as_lists.serve([1, 2], 5) == 4
