@@ -9,7 +9,8 @@ wall time: the machine is shared. Prints Markdown (benchmarks/results/traffic.md
 
 1. Exactness: the one-pass curve (kvlab.traffic.stack) against kvlab.core replayed at each
    capacity, request by request, on both Mooncake traces and on random traces
-   (kvlab.traffic.synthetic); the O(1) nano-vllm cache against the faithful NanoBlockManager.
+   (kvlab.traffic.synthetic); the O(1) nano-vllm cache against the faithful NanoBlockManager;
+   the lean radix tree against kvlab.sglang's faithful RadixCache (``--only radix``: alone).
 2. Peers on the same window (second half): kvcache-simulator's LRU and optimal (C++ backend)
    beside kvlab's vLLM and Belady; libCacheSim's LRU driven in vLLM's freeing order.
 3. Speed: the vLLM curve at 7 capacities against kvcache-simulator's C++ backend (both from
@@ -104,6 +105,38 @@ def exactness(n_random: int) -> None:
             print(f"| {name} | {cap:,} | {fast == faithful} | {one == faithful} | {t_f:.1f} "
                   f"| {t_o:.2f} |")
     print()
+
+
+def radix_exactness(n_random: int) -> None:
+    print("radix: the lean tree (kvlab.traffic.radix) against kvlab.sglang's faithful RadixCache "
+          "(replay_sequence(faithful=True)):\n")
+    print("| trace | capacities | lean curve = faithful (every request, evictions, refusals) "
+          "| faithful CPU s | lean curve CPU s |")
+    print("|---|---|---|---|---|")
+    for name, path in TRACES.items():
+        b = prepare_blocks(read_mooncake(path), BS)
+        t = cpu()
+        want = [replay_sequence(b, "radix", c, faithful=True) for c in CAPS]
+        t_f = cpu() - t
+        t = cpu()
+        points = radix_curve(b, CAPS)
+        t_l = cpu() - t
+        same = all((p.per_request_hit_tokens, p.evicted_blocks, p.rejected)
+                   == (r.per_request_hit_tokens, r.evicted_blocks, r.rejected)
+                   for p, r in zip(points, want, strict=True))  # fmt: skip
+        print(f"| {name} | 7 (1e4 ... 1e9 tokens) | {same} | {t_f:.2f} | {t_l:.2f} |")
+    ok = 0
+    for seed in range(n_random):
+        rng = random.Random(seed)
+        b = prepare_blocks(read_mooncake_lines(random_mooncake_lines(rng, 40)),
+                           rng.choice([16, 64, 128, 512]))  # fmt: skip
+        caps = sorted({rng.randint(1, 80) * b.block_size for _ in range(6)} | {10**6})
+        ok += all((p.per_request_hit_tokens, p.evicted_blocks, p.rejected)
+                  == ((r := replay_sequence(b, "radix", c, faithful=True)).per_request_hit_tokens,
+                      r.evicted_blocks, r.rejected)
+                  for c, p in zip(caps, radix_curve(b, caps), strict=True))  # fmt: skip
+    print(f"| {n_random} random traces (40 requests, block 16/64/128/512) | 7 each | "
+          f"{ok} of {n_random} equal | | |\n")
 
 
 def peers() -> None:
@@ -254,13 +287,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--random", type=int, default=100)
     ap.add_argument("--scale", type=int, default=100)
-    ap.add_argument("--only", default="exactness,peers,speed,scale")
+    ap.add_argument("--only", default="exactness,peers,speed,scale",
+                    help="comma-separated parts; 'radix' runs only the radix exactness table")
     args = ap.parse_args()
     parts = args.only.split(",")
     print(f"Machine: {platform.machine()} ({os.cpu_count()} CPUs, shared), Python "
           f"{platform.python_version()}; CPU seconds (time.process_time).\n")
     if "exactness" in parts:
         exactness(args.random)
+    if "exactness" in parts or "radix" in parts:
+        radix_exactness(args.random)
     if "peers" in parts:
         peers()
     if "speed" in parts:
