@@ -9,11 +9,14 @@ wall time: the machine is shared. Prints Markdown (benchmarks/results/traffic.md
 
 1. Exactness: the one-pass curve (kvlab.traffic.stack) against kvlab.core replayed at each
    capacity, request by request, on both Mooncake traces and on random traces
-   (kvlab.traffic.synthetic); the O(1) nano-vllm cache against the faithful NanoBlockManager.
+   (kvlab.traffic.synthetic); the O(1) nano-vllm cache against the faithful NanoBlockManager;
+   the lean radix tree against kvlab.sglang's faithful RadixCache (``--only radix``: alone).
 2. Peers on the same window (second half): kvcache-simulator's LRU and optimal (C++ backend)
    beside kvlab's vLLM and Belady; libCacheSim's LRU driven in vLLM's freeing order.
 3. Speed: the vLLM curve at 7 capacities against kvcache-simulator's C++ backend (both from
-   the trace file), nano-vllm and radix against the vLLM curve.
+   the trace file; its rows are left out where it is not installed), nano-vllm and radix (the
+   lean tree of kvlab.traffic.radix, and kvlab.sglang's faithful replays) against the vLLM
+   curve.
 4. Scale: 1x, 10x and 100x the conversation trace streamed through the curve (a child process
    each): peak memory stays bounded by the largest capacity, not by the trace.
 """
@@ -32,6 +35,7 @@ import time
 from kvlab.traffic import prepare_blocks, read_mooncake, read_mooncake_lines, replay_sequence
 from kvlab.traffic.belady import belady
 from kvlab.traffic.lru import LRUPrefixCache
+from kvlab.traffic.radix import radix_curve
 from kvlab.traffic.stack import lru_curve
 from kvlab.traffic.synthetic import random_mooncake_lines
 
@@ -103,6 +107,38 @@ def exactness(n_random: int) -> None:
     print()
 
 
+def radix_exactness(n_random: int) -> None:
+    print("radix: the lean tree (kvlab.traffic.radix) against kvlab.sglang's faithful RadixCache "
+          "(replay_sequence(faithful=True)):\n")
+    print("| trace | capacities | lean curve = faithful (every request, evictions, refusals) "
+          "| faithful CPU s | lean curve CPU s |")
+    print("|---|---|---|---|---|")
+    for name, path in TRACES.items():
+        b = prepare_blocks(read_mooncake(path), BS)
+        t = cpu()
+        want = [replay_sequence(b, "radix", c, faithful=True) for c in CAPS]
+        t_f = cpu() - t
+        t = cpu()
+        points = radix_curve(b, CAPS)
+        t_l = cpu() - t
+        same = all((p.per_request_hit_tokens, p.evicted_blocks, p.rejected)
+                   == (r.per_request_hit_tokens, r.evicted_blocks, r.rejected)
+                   for p, r in zip(points, want, strict=True))  # fmt: skip
+        print(f"| {name} | 7 (1e4 ... 1e9 tokens) | {same} | {t_f:.2f} | {t_l:.2f} |")
+    ok = 0
+    for seed in range(n_random):
+        rng = random.Random(seed)
+        b = prepare_blocks(read_mooncake_lines(random_mooncake_lines(rng, 40)),
+                           rng.choice([16, 64, 128, 512]))  # fmt: skip
+        caps = sorted({rng.randint(1, 80) * b.block_size for _ in range(6)} | {10**6})
+        ok += all((p.per_request_hit_tokens, p.evicted_blocks, p.rejected)
+                  == ((r := replay_sequence(b, "radix", c, faithful=True)).per_request_hit_tokens,
+                      r.evicted_blocks, r.rejected)
+                  for c, p in zip(caps, radix_curve(b, caps), strict=True))  # fmt: skip
+    print(f"| {n_random} random traces (40 requests, block 16/64/128/512) | 7 each | "
+          f"{ok} of {n_random} equal | | |\n")
+
+
 def peers() -> None:
     from kvcache_sim.cpp_backend import run_cpp_sweep
     from kvcache_sim.trace import parse_trace_file
@@ -158,6 +194,13 @@ def _peer_cpu(path: str) -> tuple[float, float]:
 def speed() -> None:
     print("## 3. Speed (CPU seconds, conversation trace, 7 capacities, block size 512)\n")
     path = TRACES["conversation"]
+    try:
+        import kvcache_sim  # noqa: F401
+    except ImportError:
+        has_peer = False
+        print("kvcache-simulator is not installed here (see BENCH_VENV): its rows are left out.\n")
+    else:
+        has_peer = True
     rows = []
     for _ in range(3):  # NOTE: best of three for both sides: the machine is shared
         t = cpu()
@@ -169,25 +212,42 @@ def speed() -> None:
         t = cpu()
         lru_curve(b, CAPS, cap_hit=False)
         t_nano = cpu() - t
-        peer_total, peer_child = _peer_cpu(path)
-        rows.append((t_read, t_curve, t_nano, peer_total, peer_child))
-    t_read, t_curve, t_nano, peer_total, peer_child = (min(r[i] for r in rows) for i in range(5))
+        t = cpu()
+        radix_curve(b, CAPS)
+        t_lean = cpu() - t
+        t = cpu()
+        for cap in CAPS:
+            replay_sequence(b, "radix", cap)
+        t_lean7 = cpu() - t
+        peer_total, peer_child = _peer_cpu(path) if has_peer else (float("nan"),) * 2
+        rows.append((t_read, t_curve, t_nano, t_lean, t_lean7, peer_total, peer_child))
+    t_read, t_curve, t_nano, t_lean, t_lean7, peer_total, peer_child = (
+        min(r[i] for r in rows) for i in range(7))
     t = cpu()
-    for cap in CAPS:
-        replay_sequence(b, "radix", cap)
+    faithful = [replay_sequence(b, "radix", cap, faithful=True) for cap in CAPS]
     t_radix = cpu() - t
+    same = all(f.per_request_hit_tokens == p.per_request_hit_tokens
+               and (f.evicted_blocks, f.rejected) == (p.evicted_blocks, p.rejected)
+               for f, p in zip(faithful, radix_curve(b, CAPS), strict=True))  # fmt: skip
     print("| what | CPU s | ratio |")
     print("|---|---|---|")
     print(f"| kvlab: read the trace + block keys | {t_read:.2f} | |")
-    print(f"| kvlab: vLLM curve, one pass | {t_curve:.2f} | |")
-    print(f"| **kvlab: trace file to vLLM curve** | **{t_read + t_curve:.2f}** | "
-          f"{(t_read + t_curve) / peer_total:.2f} x the peer |")
-    print(f"| kvcache-simulator (C++): trace file to LRU curve (Python parse + C++) | "
-          f"{peer_total:.2f} | 1 |")
-    print(f"| kvcache-simulator: its C++ process alone | {peer_child:.2f} | |")
+    print(f"| kvlab: vLLM curve, one pass | {t_curve:.2f} | 1 |")
+    if has_peer:
+        print(f"| **kvlab: trace file to vLLM curve** | **{t_read + t_curve:.2f}** | "
+              f"{(t_read + t_curve) / peer_total:.2f} x the peer |")
+        print(f"| kvcache-simulator (C++): trace file to LRU curve (Python parse + C++) | "
+              f"{peer_total:.2f} | 1 |")
+        print(f"| kvcache-simulator: its C++ process alone | {peer_child:.2f} | |")
     print(f"| kvlab: nano-vllm curve, one pass | {t_nano:.2f} | {t_nano / t_curve:.2f} x vLLM |")
-    print(f"| kvlab: radix, 7 replays (kvlab.sglang) | {t_radix:.2f} | "
+    print(f"| kvlab: radix curve, lean tree (radix_curve) | {t_lean:.2f} | "
+          f"{t_lean / t_curve:.2f} x vLLM |")
+    print(f"| kvlab: radix, 7 lean replays (replay_sequence) | {t_lean7:.2f} | "
+          f"{t_lean7 / t_curve:.2f} x vLLM |")
+    print(f"| kvlab: radix, 7 faithful replays (kvlab.sglang) | {t_radix:.2f} | "
           f"{t_radix / t_curve:.1f} x vLLM |\n")
+    print(f"Lean radix = faithful kvlab.sglang replay at the 7 capacities (every request, "
+          f"evictions, refusals): {same}.\n")
 
 
 _SCALE = """
@@ -227,13 +287,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--random", type=int, default=100)
     ap.add_argument("--scale", type=int, default=100)
-    ap.add_argument("--only", default="exactness,peers,speed,scale")
+    ap.add_argument("--only", default="exactness,peers,speed,scale",
+                    help="comma-separated parts; 'radix' runs only the radix exactness table")
     args = ap.parse_args()
     parts = args.only.split(",")
     print(f"Machine: {platform.machine()} ({os.cpu_count()} CPUs, shared), Python "
           f"{platform.python_version()}; CPU seconds (time.process_time).\n")
     if "exactness" in parts:
         exactness(args.random)
+    if "exactness" in parts or "radix" in parts:
+        radix_exactness(args.random)
     if "peers" in parts:
         peers()
     if "speed" in parts:

@@ -15,6 +15,7 @@
   prefixes, why one request's hit stopped, a kvlab trace for the player.
 * ``lru_curve`` / ``LRUCurve`` answer every capacity in one pass (vLLM and nano-vllm; exact,
   streaming in bounded memory), ``LRUPrefixCache`` one capacity with O(1) work a block;
+  ``radix_curve`` / ``RadixPrefixCache`` the radix tree's, with kvlab.sglang's decisions;
   ``belady`` is Belady's eviction at a capacity (the policy gap); ``replay_policy`` drives
   libCacheSim's policies (FIFO, S3-FIFO, SIEVE ...).
 * ``size_kv_cache`` turns bytes into vLLM's blocks for a model (``load_model_config``:
@@ -62,6 +63,7 @@ from kvlab.traffic.mooncake import (
 from kvlab.traffic.parallel import run_tasks
 from kvlab.traffic.peer_policies import POLICIES, replay_policy
 from kvlab.traffic.plot import IMAGE_FORMATS, hit_rate_figure, save_figure
+from kvlab.traffic.radix import RadixPrefixCache, radix_curve
 from kvlab.traffic.replay import CACHES, ReplayResult, infinite_hits, replay_sequence
 from kvlab.traffic.report import write_report
 from kvlab.traffic.sizing import (
@@ -81,12 +83,12 @@ from kvlab.traffic.timed import ServiceModel, TimedResult, replay_timed
 __all__ = [
     "BUNDLED_MODELS", "CACHES", "CLOCKS", "FORMATS", "IMAGE_FORMATS", "MOONCAKE_BLOCK_SIZE",
     "POLICIES", "ROUTINGS", "SWEEP_CACHES", "BeladyResult", "BlockedTraffic", "CurvePoint",
-    "FleetResult", "KVCacheSizing", "LRUCurve", "LRUPrefixCache", "PrefixReuse", "ReplayResult",
-    "RequestExplanation", "STREAM_CACHES", "ServiceModel", "TimedResult", "TrafficRequest",
+    "FleetResult", "KVCacheSizing", "LRUCurve", "LRUPrefixCache", "PrefixReuse",
+    "RadixPrefixCache", "ReplayResult", "RequestExplanation", "STREAM_CACHES", "ServiceModel", "TimedResult", "TrafficRequest",
     "belady", "explain_request", "extend_trace", "hash_id_keys", "hit_rate_figure",
     "infinite_hits", "iter_mooncake", "kv_cache_budgets", "load_model_config", "load_traffic",
     "lru_curve", "parse_bytes",
-    "prepare_blocks", "progress_iter", "random_mooncake_lines", "read_mooncake",
+    "prepare_blocks", "progress_iter", "radix_curve", "random_mooncake_lines", "read_mooncake",
     "read_mooncake_lines", "record_vllm", "replay_fleet", "replay_kv_cache_config",
     "replay_policy", "replay_sequence", "replay_timed", "run_tasks", "save_figure",
     "size_kv_cache", "sweep", "sweep_fleet", "sweep_models", "sweep_mooncake_stream",

@@ -1,7 +1,7 @@
 """The independent replays of a sweep, run one after another, on local processes, or on Dask.
 
-A sweep is a list of tasks (a curve of one cache at one block size, a radix or Belady replay at
-one capacity, a model's budget, a fleet's routing), each a pure function of the trace and its
+A sweep is a list of tasks (a curve of one cache at one block size, a Belady replay at one
+capacity, a model's budget, a fleet's routing), each a pure function of the trace and its
 arguments, so their results do not depend on where or in which order they run (tests compare
 every backend with the serial run, field by field).
 

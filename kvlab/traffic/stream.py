@@ -9,7 +9,8 @@ then drops it, so memory is:
 
 * each cache's own state, bounded by its capacity: vLLM's at every capacity in one pass
   (``stack.LRUCurve``, fed one request at a time, exact: equal to replaying kvlab.core's
-  manager at each capacity), SGLang's radix tree over at most ``capacity // block_size`` pages;
+  manager at each capacity), SGLang's radix tree over at most ``capacity // block_size`` pages
+  (``radix.RadixPrefixCache``, one per capacity);
 * the prefix-id check of ``iter_mooncake`` and the infinite cache's record of the hash ids it
   has seen, both flat arrays indexed by id (about 11 bytes per distinct hash id).
 
@@ -46,7 +47,8 @@ from typing import Any
 
 from kvlab.traffic.blocks import hash_id_keys, progress_iter
 from kvlab.traffic.mooncake import MOONCAKE_BLOCK_SIZE, TrafficRequest, iter_mooncake
-from kvlab.traffic.replay import ReplayResult, check_capacity, make_radix_cache, serve_radix_one
+from kvlab.traffic.radix import RadixPrefixCache
+from kvlab.traffic.replay import ReplayResult, check_capacity
 from kvlab.traffic.stack import LRUCurve
 
 __all__ = ["STREAM_CACHES", "sweep_mooncake_stream"]
@@ -115,16 +117,19 @@ class _Vllm:
 
 
 class _Radix:
+    """SGLang's radix tree at one capacity: ``radix.RadixPrefixCache`` (the same decisions as
+    kvlab.sglang's RadixCache, ``replay.serve_radix_one``)."""
+
     def __init__(self, num_blocks: int, block_size: int) -> None:
-        self.cache, self.pool = make_radix_cache(num_blocks)
-        self.block_size, self.evicted = block_size, 0
+        self.sim = RadixPrefixCache(num_blocks, block_size)
+
+    @property
+    def evicted(self) -> int:
+        return self.sim.num_evicted_blocks
 
     def serve(self, req: TrafficRequest, names: list[int]) -> int | None:
-        got = serve_radix_one(self.cache, self.pool, req, names, self.block_size)
-        if got is None:
-            return None
-        self.evicted += got[1]
-        return got[0]
+        hit = self.sim.serve(names, req.num_prompt_tokens)
+        return None if hit < 0 else hit
 
 
 def _check(caches: Sequence[str], capacities_tokens: Sequence[Any],

@@ -2,9 +2,10 @@
 
 The API behind ``kvlab whatif``: ``sweep`` cuts the work into independent tasks
 (``sweep_tasks``: per block size the infinite cache, the vLLM and nano-vllm curves in one pass
-each, the radix tree and Belady at each capacity) and runs them serially, on local processes
-(``jobs``) or on a Dask cluster (``client``), with the same results (``parallel.py``). The
-infinite-cache row of each block size has ``capacity_tokens`` None in ``rows``.
+each, the radix curve (``radix.radix_curve``), Belady at each capacity) and runs them serially,
+on local processes (``jobs``) or on a Dask cluster (``client``), with the same results
+(``parallel.py``). The infinite-cache row of each block size has ``capacity_tokens`` None in
+``rows``.
 
 ``warmup`` (a fraction of the requests, as the peers' "second half" = 0.5) replays the first
 ``floor(n * warmup)`` requests without counting them. ``sweep_models`` sizes a model at each
@@ -137,7 +138,7 @@ def sweep(
     for bs in block_sizes:
         tasks.append(("infinite", bs, w, max_model_len))
         for cache in named:
-            if cache in ("vllm", "nano") and clock == "sequence":
+            if cache in ("vllm", "nano", "radix") and clock == "sequence":
                 tasks.append(("curve", bs, cache, caps, w, max_model_len))
             else:
                 kind = "timed" if clock == "timed" else cache

@@ -5,7 +5,8 @@ task                                                       result
 =========================================================  ==================================
 ``("infinite", block_size, warmup, max_model_len)``        one ReplayResult ("infinite")
 ``("curve", block_size, cache, capacities, warmup, mml)``  one per capacity: "vllm" or
-                                                           "nano" in one pass (``stack.py``)
+                                                           "nano" in one pass (``stack.py``),
+                                                           "radix" (``radix.radix_curve``)
 ``("radix", block_size, capacity, warmup, mml)``           one (SGLang's radix tree)
 ``("belady", block_size, capacity, warmup, mml)``          one (``belady.py``)
 ``("timed", block_size, capacity, warmup, mml)``           one TimedResult (vLLM's scheduler)
@@ -68,7 +69,12 @@ def run(task: tuple, blocked_at: Callable[[int], Any]) -> list[Any]:
         from kvlab.traffic.stack import lru_curve
 
         _, _, cache, caps, warmup, mml = task
-        points = lru_curve(b, caps, cap_hit=cache == "vllm", max_model_len=mml)
+        if cache == "radix":  # NOTE: max_model_len is not applied to radix (as before)
+            from kvlab.traffic.radix import radix_curve
+
+            points = radix_curve(b, caps)
+        else:
+            points = lru_curve(b, caps, cap_hit=cache == "vllm", max_model_len=mml)
         return [window(_from_point(cache, c, bs, p), reqs, warmup)
                 for c, p in zip(caps, points, strict=True)]  # fmt: skip
     if kind == "belady":

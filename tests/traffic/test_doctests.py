@@ -7,7 +7,8 @@ import importlib
 import pytest
 
 MODULES = ["", ".belady", ".blocks", ".fleet", ".formats", ".hybrid", ".insight", ".lru",
-           ".mooncake", ".plot", ".report", ".sizing", ".stack", ".sweep", ".synthetic"]
+           ".mooncake", ".plot", ".radix", ".report", ".sizing", ".stack", ".sweep",
+           ".synthetic"]
 
 
 @pytest.mark.parametrize("name", MODULES)
