@@ -35,6 +35,7 @@ from kvlab.viz.predict_common import QuizPoint
 from kvlab.viz.predict_questions import (
     fixed_point_question,
     is_preemption,
+    num_computed,
     num_skipped,
     preempt_question,
     window_group,
@@ -46,10 +47,6 @@ __all__ = ["FINDERS", "MAKERS"]
 K = EventKind
 
 
-def _computed(args: dict) -> int:
-    return args["num_computed_tokens"] + args["num_new_computed_tokens"] + args["num_external_computed_tokens"]
-
-
 # ---------------------------------------------------------------------- window
 def _find_window(trace: Any) -> list[tuple[int, int]]:
     found = window_group(trace.config)
@@ -58,7 +55,7 @@ def _find_window(trace: Any) -> list[tuple[int, int]]:
     gid, group = found
     pairs = []
     for call in trace.calls("allocate_slots"):
-        if num_skipped(group, _computed(call.args)) == 0 or call.end < 0:
+        if num_skipped(group, num_computed(call.args)) == 0 or call.end < 0:
             continue
         nulled = [int(i) for i in trace.filter(K.REQ_BLOCKS_NULLED, start=call.begin, stop=call.end).tolist()
                   if int(trace.cols.group[i]) == gid]  # fmt: skip
@@ -73,7 +70,7 @@ def _window(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | No
     held = state.req_to_blocks[gid].get(int(request), [])
     # NOTE: remove_skipped_blocks walks back from the last skipped block: indices come reversed.
     truth = sorted(trace[reveal].fields["indices"]) if trace.cols.kind[reveal] == K.REQ_BLOCKS_NULLED else []
-    return window_question(ask, reveal, call.request, _computed(call.args), group, held,
+    return window_question(ask, reveal, call.request, num_computed(call.args), group, held,
                            state.null_block_id, truth)  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from kvlab.viz.predict_common import QuizPoint, blocks_label, group_label, optio
 __all__ = [
     "fixed_point_question",
     "is_preemption",
+    "num_computed",
     "num_skipped",
     "preempt_question",
     "window_group",
@@ -37,6 +38,12 @@ def window_group(config: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
         if group.get("sliding_window") or group.get("attention_chunk_size"):
             return int(group["kv_cache_group_id"]), group
     return None
+
+
+def num_computed(args: dict[str, Any]) -> int:
+    """The tokens an allocate_slots call counts as computed (its ``args``, tokens)."""
+    return (args["num_computed_tokens"] + args["num_new_computed_tokens"]
+            + args["num_external_computed_tokens"])  # fmt: skip
 
 
 def num_skipped(group: dict[str, Any], num_computed_tokens: int) -> int:
