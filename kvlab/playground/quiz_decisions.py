@@ -42,7 +42,8 @@ def _find_window(t: LiteTrace, calls: Any) -> list[tuple[int, int]]:
         begin, end = call["begin"], call["end"]
         if num_skipped(group, num_computed(call["args"])) == 0 or end < 0:
             continue
-        nulled = (i for i in range(begin, end) if t.kind[i] == K.REQ_BLOCKS_NULLED and t.group[i] == gid)
+        nulled = (i for i in range(begin, end)
+                  if t.kind[i] == K.REQ_BLOCKS_NULLED and t.group[i] == gid)  # fmt: skip
         pairs.append((begin - 1, next(nulled, end)))
     return pairs
 
@@ -71,8 +72,9 @@ def _find_fixed_point(t: LiteTrace, calls: Any) -> list[tuple[int, int]]:
 
 def _fixed_point(t: LiteTrace, calls: Any, state: Any, ask: int, reveal: int) -> QuizPoint | None:
     hit_length_out, reused, group_ids, _blocks = unpack_fixed_point(t.payload_of(reveal))
-    return fixed_point_question(ask, reveal, calls.call_of(reveal)["request"], t.config,
-                                t.a[reveal], group_ids, t.b[reveal], hit_length_out, reused)  # fmt: skip
+    request = calls.call_of(reveal)["request"]
+    return fixed_point_question(ask, reveal, request, t.config, t.a[reveal], group_ids,
+                                t.b[reveal], hit_length_out, reused)  # fmt: skip
 
 
 # ---------------------------------------------------------------------- preempt
@@ -92,8 +94,8 @@ def _preempt(t: LiteTrace, calls: Any, state: Any, ask: int, reveal: int) -> Qui
     refused, victim = calls.call_of(ask), calls.call_of(reveal)["request"]
     blocks = state.req_to_blocks[0] if state.req_to_blocks else {}
     held = {t.requests[c]: blocks[c] for c in blocks if c >= 0}
-    need = int(refused["result"].get("num_blocks_to_allocate", 0))
-    return preempt_question(ask, reveal, refused["request"], victim, held, need, len(state.free_queue))
+    need, free = int(refused["result"].get("num_blocks_to_allocate", 0)), len(state.free_queue)
+    return preempt_question(ask, reveal, refused["request"], victim, held, need, free)
 
 
 FINDERS = {"window": _find_window, "fixed_point": _find_fixed_point, "preempt": _find_preempt}

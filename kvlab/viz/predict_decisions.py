@@ -57,7 +57,8 @@ def _find_window(trace: Any) -> list[tuple[int, int]]:
     for call in trace.calls("allocate_slots"):
         if num_skipped(group, num_computed(call.args)) == 0 or call.end < 0:
             continue
-        nulled = [int(i) for i in trace.filter(K.REQ_BLOCKS_NULLED, start=call.begin, stop=call.end).tolist()
+        nulled = [int(i) for i in trace.filter(K.REQ_BLOCKS_NULLED, start=call.begin,
+                                               stop=call.end).tolist()
                   if int(trace.cols.group[i]) == gid]  # fmt: skip
         pairs.append((call.begin - 1, nulled[0] if nulled else call.end))
     return pairs
@@ -69,7 +70,8 @@ def _window(trace: Any, state: KVState, ask: int, reveal: int) -> QuizPoint | No
     request = trace.cols.request[call.begin]
     held = state.req_to_blocks[gid].get(int(request), [])
     # NOTE: remove_skipped_blocks walks back from the last skipped block: indices come reversed.
-    truth = sorted(trace[reveal].fields["indices"]) if trace.cols.kind[reveal] == K.REQ_BLOCKS_NULLED else []
+    nulled = trace.cols.kind[reveal] == K.REQ_BLOCKS_NULLED
+    truth = sorted(trace[reveal].fields["indices"]) if nulled else []
     return window_question(ask, reveal, call.request, num_computed(call.args), group, held,
                            state.null_block_id, truth)  # fmt: skip
 

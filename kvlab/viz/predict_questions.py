@@ -93,14 +93,17 @@ def window_question(
     bs, skipped = group["block_size"], num_skipped(group, total)
     real = [i for i, b in enumerate(held) if b != null_block_id]
     # Wrong answers: nothing, one block more or less, every real block before the last.
-    candidates = [truth, [], truth + [truth[-1] + 1] if truth else real[:1], truth[:-1], real[:-1], real[:1]]  # fmt: skip
+    more = truth + [truth[-1] + 1] if truth else real[:1]
+    candidates = [truth, [], more, truth[:-1], real[:-1], real[:1]]
     picked = options(reveal, [(c, _index_label(c)) for c in candidates])
     if picked is None:
         return None
     if group.get("sliding_window"):
         name = _("sliding window {w}").format(w=group["sliding_window"])
-        rule = _("{skipped} = {n} - {w} + 1 = {s} tokens are out of every later token's window").format(
-            skipped=f"get_num_skipped_tokens({total})", w=group["sliding_window"], n=total, s=skipped)  # fmt: skip
+        rule = _(
+            "{skipped} = {n} - {w} + 1 = {s} tokens are out of every later token's window"
+        ).format(skipped=f"get_num_skipped_tokens({total})", w=group["sliding_window"], n=total,
+                 s=skipped)  # fmt: skip
     else:
         name = _("chunked local attention, chunks of {c}").format(c=group["attention_chunk_size"])
         rule = _("{skipped} = {s}, the tokens of the earlier chunks").format(
@@ -124,11 +127,13 @@ def window_question(
             len(truth),
         ).format(only=only, ids=_index_label(truth), blocks=blocks_label(freed))
     elif whole:
-        out = _("{only}, and each is a null block already: nothing new leaves the window.").format(only=only)
+        out = _(
+            "{only}, and each is a null block already: nothing new leaves the window."
+        ).format(only=only)
     else:
         out = _("no block holds only skipped tokens yet: nothing leaves the window.")
-    return QuizPoint("window", ask, reveal, question, *picked,
-                     _("Window rule ({name}): {rule}; {out}").format(name=name, rule=rule, out=out))  # fmt: skip
+    why = _("Window rule ({name}): {rule}; {out}").format(name=name, rule=rule, out=out)
+    return QuizPoint("window", ask, reveal, question, *picked, why)
 
 
 # ---------------------------------------------------------------------- fixed_point
@@ -238,9 +243,11 @@ def preempt_question(
         "{free} are free. The scheduler preempts a running request and tries again. Which one?",
         need,
     ).format(request=repr(refused), need=need, free=free)
-    why = _("First come, first served: the scheduler pops running[-1], the most recently admitted "
-            "request ({victim}), frees its blocks (tail first) and puts it back at the front of the "
-            "waiting queue with num_computed_tokens = 0.").format(victim=victim)  # fmt: skip
+    why = _(
+        "First come, first served: the scheduler pops running[-1], the most recently admitted "
+        "request ({victim}), frees its blocks (tail first) and puts it back at the front of the "
+        "waiting queue with num_computed_tokens = 0."
+    ).format(victim=victim)
     if victim == refused:
         why = then(why, _("It is the refused request itself: it is not scheduled in this step."))
     return QuizPoint("preempt", ask, reveal, question, *picked, why)
