@@ -158,7 +158,11 @@ class _State:
 
 def quiz_dicts(trace: LiteTrace, kinds: Iterable[str] = PREDICT_KINDS) -> list[dict[str, Any]]:
     """The predict mode's points of ``trace`` as the player reads them (``QuizPoint.to_dict``),
-    ordered by ``reveal``, in the current language.
+    ordered by ``reveal``, in the current language: ``quiz_points(trace, kinds)``'s.
+
+    Args:
+        trace: The playground's recorded trace.
+        kinds: Kinds from PREDICT_KINDS (evict, fixed_point, hit, popleft, preempt, window).
 
     Raises:
         ValueError: If a kind is not one of PREDICT_KINDS.
