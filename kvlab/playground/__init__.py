@@ -3,10 +3,11 @@
 The playground page (``kvlab playground``, and the site's Playground page) runs the very same
 kvlab.core under Pyodide: a scenario (``scenario``) is run by ``run_scenario`` (``run``) with a
 pure-Python recorder (``events``) whose trace is encoded for the trace player (``encode``,
-``chains``, ``quiz``). In CPython the same scenario runs with ``kvlab.trace.Recorder``.
+``chains``, ``quiz`` and ``quiz_decisions``). In CPython the same scenario runs with ``kvlab.trace.Recorder``.
 
 This package's modules import only the standard library, kvlab.core and the numpy-free parts
-of kvlab.trace and kvlab.i18n, so the browser can import them; ``build`` and ``cli`` (writing
+of kvlab.trace, kvlab.i18n and kvlab.viz (the predict questions: ``kvlab.viz.predict_common``,
+``kvlab.viz.predict_questions``), so the browser can import them; ``build`` and ``cli`` (writing
 the page) are CPython only and are not imported here.
 
 Examples:

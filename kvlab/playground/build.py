@@ -10,9 +10,10 @@ The folder (about 14 MB; ``kvlab playground`` prints the sizes)::
     NOTICE.txt              what is in the folder, whose it is, how to serve it
 
 ``kvlab-playground.zip`` holds kvlab.core and kvlab.playground's modules verbatim, plus the
-numpy-free parts of kvlab.trace and kvlab.i18n (with the Chinese catalogue), under package
-``__init__`` files of its own (``kvlab/__init__.py`` and ``kvlab/trace/__init__.py`` import
-nothing, so the browser never reaches numpy). tests/playground/test_bundle.py runs a scenario
+numpy-free parts of kvlab.trace, kvlab.viz (the predict questions) and kvlab.i18n (with the
+Chinese catalogue), under package ``__init__`` files of its own (``kvlab/__init__.py``,
+``kvlab/trace/__init__.py`` and ``kvlab/viz/__init__.py`` import nothing, so the browser never
+reaches numpy). tests/playground/test_bundle.py runs a scenario
 from the zip alone, with numpy blocked, in CPython.
 
 Examples:
@@ -42,6 +43,7 @@ from kvlab.playground.scenario import DEFAULTS, LIMITS, VOCAB_SIZE
 from kvlab.playground.strings import playground_strings
 from kvlab.viz.assets import player_css, player_script
 from kvlab.viz.player_strings import player_labels
+from kvlab.viz.predict_common import PREDICT_KINDS
 
 __all__ = ["BROWSER_MODULES", "BuildReport", "build_playground", "page_html", "python_bundle"]
 
@@ -52,6 +54,8 @@ BROWSER_MODULES = (
     "trace/events.py",
     "trace/hooks.py",
     "trace/metadata.py",
+    "viz/predict_common.py",
+    "viz/predict_questions.py",
     "i18n.py",
     "locale/*/LC_MESSAGES/kvlab.mo",
     "playground/__init__.py",
@@ -61,6 +65,7 @@ BROWSER_MODULES = (
     "playground/events.py",
     "playground/presets.py",
     "playground/quiz.py",
+    "playground/quiz_decisions.py",
     "playground/run.py",
     "playground/scenario.py",
 )
@@ -73,6 +78,9 @@ _PACKAGE_INITS = {
     ),
     "kvlab/trace/__init__.py": (
         '"""kvlab.trace in the browser playground: events, hooks and metadata only."""\n'
+    ),
+    "kvlab/viz/__init__.py": (
+        '"""kvlab.viz in the browser playground: the numpy-free predict-mode questions only."""\n'
     ),
 }
 
@@ -143,7 +151,8 @@ def _translated(text: str, lang: str) -> str:
 
 
 def page_data() -> dict:
-    """The JSON the page reads (#kvlab-playground-data): strings, presets, defaults, limits."""
+    """The JSON the page reads (#kvlab-playground-data): strings, presets, defaults, limits, the
+    predict mode's kinds."""
     presets = {}
     for name, p in PRESETS.items():
         presets[name] = {
@@ -161,6 +170,7 @@ def page_data() -> dict:
         "limits": LIMITS,
         "vocab_size": VOCAB_SIZE,
         "hash_names": list(HASH_FN_NAMES),
+        "predict_kinds": list(PREDICT_KINDS),
         "pyodide_version": vendor.PYODIDE_VERSION,
     }
 

@@ -153,6 +153,7 @@ _PRESETS = (
                 {"id": "b", "prompt": "0..11 100..107 7 7", "max_tokens": 8},
             ],
             "calls": _calls("prefill a", "decode a 10", "evict 1", "lookup b"),
+            "predict": ["window"],
         },
     ),
     Preset(
@@ -174,7 +175,7 @@ _PRESETS = (
                 {"id": "b", "prompt": "0..20", "max_tokens": 8},
             ],
             "calls": _calls("prefill a", "free a", "evict 16", "lookup b"),
-            "predict": ["hit"],
+            "predict": ["fixed_point"],
         },
     ),
     Preset(
@@ -200,6 +201,7 @@ _PRESETS = (
                 {"id": "chat-3", "prompt": "100..111 10..15", "arrival": 3, "max_tokens": 12},
                 {"id": "burst", "prompt": "600..627", "arrival": 3, "max_tokens": 8},
             ],
+            "predict": ["preempt"],
         },
     ),
 )

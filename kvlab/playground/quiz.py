@@ -1,24 +1,28 @@
 """Predict-mode questions for a LiteTrace (no numpy): ``kvlab.viz.predict.quiz_points``' twin.
 
-In the browser the player's predict mode asks before popleft_n, lazy eviction and lookup-hit
-decisions (PREDICT_KINDS; kvlab.viz.predict's window, fixed_point and preempt kinds are asked in
-JupyterLab and exported pages, not yet here); the questions are computed here, from the playground's list-based trace, with the same
-rules, choices, shuffling and catalogue messages (``kvlab.i18n``) as ``kvlab.viz.predict``
-(see that module for the rules). tests/playground/test_equivalence.py checks that both give
-the same points, in English and Chinese. The free-queue order and block hashes at each
-question come from a small replay of the queue and hash events (``_QueueState``).
+In the browser the player's predict mode asks before the same six kinds of decision as in
+JupyterLab and exported pages (PREDICT_KINDS, ``kvlab.viz.predict_common``): popleft_n, lazy
+eviction and lookup hits (here), the sliding window's null blocks, each turn of the hybrid fixed
+point and preemption (``kvlab.playground.quiz_decisions``). The questions are computed from the
+playground's list-based trace with the same rules, choices, shuffling and catalogue messages
+(``kvlab.i18n``) as ``kvlab.viz.predict`` (see that module for the rules; the choices, labels and
+the window / fixed_point / preempt questions are built by the same numpy-free code,
+``kvlab.viz.predict_common`` and ``kvlab.viz.predict_questions``, which the browser ships).
+tests/playground/test_equivalence.py checks that both give the same points, in English and
+Chinese. The state at each question (free-queue order, block hashes, each request's blocks)
+comes from a small replay of the events that change them (``_State``).
 """
 
 from __future__ import annotations
 
 import heapq
-import random
 from collections.abc import Iterable
 from itertools import islice
 from typing import Any
 
 from kvlab.i18n import _, ngettext
 from kvlab.playground.events import LiteTrace
+from kvlab.playground.quiz_decisions import FINDERS, MAKERS
 from kvlab.trace.events import (
     CALL_SPECS,
     VERBATIM,
@@ -27,12 +31,18 @@ from kvlab.trace.events import (
     unpack_fixed_point,
     unpack_wide,
 )
+from kvlab.viz.predict_common import (
+    PREDICT_KINDS,
+    QuizPoint,
+    blocks_label,
+    group_label,
+    options,
+    then,
+)
 
 __all__ = ["PREDICT_KINDS", "quiz_dicts"]
 
 K = EventKind
-PREDICT_KINDS = ("evict", "hit", "popleft")
-_SHOWN = 12
 _GROUP_BITS = 16
 
 
@@ -54,6 +64,13 @@ class _Calls:
                 if kind == K.CALL_BEGIN:
                     stack.append(i)
         self.trace = trace
+
+    def calls(self, name: str) -> list[dict[str, Any]]:
+        """Every call named ``name``, in order (``Trace.calls``)."""
+        t = self.trace
+        return [self.call_of(i) for i, k in enumerate(t.kind)
+                if k == K.CALL_BEGIN and 0 <= t.group[i] < len(t.call_names)
+                and t.call_names[t.group[i]] == name]  # fmt: skip
 
     def call_of(self, i: int) -> dict[str, Any] | None:
         """The call whose CALL_BEGIN is ``i``, else the innermost call holding event ``i``."""
@@ -96,12 +113,17 @@ def _decode(name: str, t: LiteTrace, i: int, is_end: bool) -> dict[str, Any]:
     return dict(zip(spec.args, spec.unpack_args(a, b, payload), strict=True))
 
 
-class _QueueState:
-    """The free queue (head first) and each block's key code (-1: no hash), replayed."""
+class _State:
+    """The free queue (head first), each block's key code (-1: no hash) and each request's
+    blocks per group (request index -> block ids), replayed (``KVState``'s fields the questions
+    read)."""
 
     def __init__(self, trace: LiteTrace) -> None:
-        self.free_queue = dict.fromkeys(trace.initial.free_queue)
-        self.block_hash = list(trace.initial.block_hash)
+        initial = trace.initial
+        self.free_queue = dict.fromkeys(initial.free_queue)
+        self.block_hash = list(initial.block_hash)
+        self.null_block_id = initial.null_block_id
+        self.req_to_blocks = [{r: list(b) for r, b in g.items()} for g in initial.req_to_blocks]
 
     def apply(self, t: LiteTrace, i: int) -> None:
         kind = t.kind[i]
@@ -124,11 +146,23 @@ class _QueueState:
             self.block_hash[t.a[i]] = -1
         elif kind == K.ALL_BLOCKS_CLEARED:
             self.block_hash = [-1] * len(self.block_hash)
+        elif kind == K.REQ_BLOCKS_ADDED:
+            self.req_to_blocks[t.group[i]].setdefault(t.request[i], []).extend(t.payload_of(i))
+        elif kind == K.REQ_BLOCKS_NULLED:
+            blocks = self.req_to_blocks[t.group[i]][t.request[i]]
+            for x in t.payload_of(i):
+                blocks[x] = self.null_block_id
+        elif kind == K.REQ_FREED:
+            self.req_to_blocks[t.group[i]].pop(t.request[i], None)
 
 
 def quiz_dicts(trace: LiteTrace, kinds: Iterable[str] = PREDICT_KINDS) -> list[dict[str, Any]]:
     """The predict mode's points of ``trace`` as the player reads them (``QuizPoint.to_dict``),
-    ordered by ``reveal``, in the current language.
+    ordered by ``reveal``, in the current language: ``quiz_points(trace, kinds)``'s.
+
+    Args:
+        trace: The playground's recorded trace.
+        kinds: Kinds from PREDICT_KINDS (evict, fixed_point, hit, popleft, preempt, window).
 
     Raises:
         ValueError: If a kind is not one of PREDICT_KINDS.
@@ -159,8 +193,13 @@ def quiz_dicts(trace: LiteTrace, kinds: Iterable[str] = PREDICT_KINDS) -> list[d
             pop = _eviction_pop(trace, i)
             if pop is not None:
                 found.append((pop, i, kind))
-    state, at, points = _QueueState(trace), 0, []
-    makers = {"popleft": _popleft, "evict": _evict, "hit": _hit}
+    for kind in (k for k in kinds if k in FINDERS):
+        found += [(ask, reveal, kind) for ask, reveal in FINDERS[kind](trace, calls)]
+    if "fixed_point" in kinds and "hit" in kinds:  # a hybrid lookup is asked turn by turn
+        turned = {calls.end.get(calls.parent[r], -1) for a, r, k in found if k == "fixed_point"}
+        found = [f for f in found if not (f[2] == "hit" and f[1] in turned)]
+    state, at, points = _State(trace), 0, []
+    makers = {"popleft": _popleft, "evict": _evict, "hit": _hit, **MAKERS}
     for ask, reveal, kind in sorted(found):
         for j in range(at, ask + 1):
             state.apply(trace, j)
@@ -169,45 +208,16 @@ def quiz_dicts(trace: LiteTrace, kinds: Iterable[str] = PREDICT_KINDS) -> list[d
         if point is not None:
             points.append(point)
     # As quiz_points: a point whose [ask, reveal] window overlaps an earlier one is dropped.
-    kept: list[dict[str, Any]] = []
-    for point in sorted(points, key=lambda p: (p["ask"], p["reveal"])):
-        if not kept or point["ask"] >= kept[-1]["reveal"]:
+    kept: list[QuizPoint] = []
+    for point in sorted(points, key=lambda p: (p.ask, p.reveal)):
+        if not kept or point.ask >= kept[-1].reveal:
             kept.append(point)
-    return sorted(kept, key=lambda p: p["reveal"])
-
-
-def _point(
-    kind: str, ask: int, reveal: int, question: str, options: tuple, explanation: str
-) -> dict[str, Any]:
-    choices, values, answer = options
-    return {
-        "kind": kind,
-        "ask": ask,
-        "reveal": reveal,
-        "question": question,
-        "choices": list(choices),
-        "values": list(values),
-        "answer": answer,
-        "explanation": explanation,
-    }
-
-
-def _blocks_label(block_ids: list[int]) -> str:
-    if len(block_ids) == 1:
-        return _("block {b}").format(b=block_ids[0])
-    if len(block_ids) <= _SHOWN:
-        return _("blocks {ids}").format(ids=", ".join(map(str, block_ids)))
-    head, tail = ", ".join(map(str, block_ids[:4])), ", ".join(map(str, block_ids[-2:]))
-    return _("blocks {head}, …, {tail} ({n})").format(head=head, tail=tail, n=len(block_ids))
-
-
-def _then(first: str, second: str) -> str:
-    return _("{first} {second}").format(first=first, second=second)
+    return [p.to_dict() for p in sorted(kept, key=lambda p: p.reveal)]
 
 
 def _popleft(
-    t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: int
-) -> dict[str, Any] | None:
+    t: LiteTrace, calls: _Calls, state: _State, ask: int, reveal: int
+) -> QuizPoint | None:
     single = t.kind[reveal] == K.POPLEFT
     taken = [t.a[reveal]] if single else t.payload_of(reveal)
     n, queue = len(taken), state.free_queue
@@ -216,8 +226,8 @@ def _popleft(
     lowest = heapq.nsmallest(n, queue)
     uncached = list(islice((b for b in queue if state.block_hash[b] < 0), n))
     candidates = [taken, tail, lowest, uncached, head[1:], tail[::-1]]
-    options = _options(reveal, [(c, _blocks_label(c)) for c in candidates if len(c) == n])
-    if options is None:
+    picked = options(reveal, [(c, blocks_label(c)) for c in candidates if len(c) == n])
+    if picked is None:
         return None
     call = calls.call_of(reveal) if calls.parent[reveal] >= 0 else None
     if call and call["request"]:
@@ -246,15 +256,15 @@ def _popleft(
         "{how} takes the head of the free_block_queue: the least recently freed blocks (LRU), "
         "{blocks}; the tail holds the most recently freed, taken last.",
         many,
-    ).format(how=how, blocks=_blocks_label(taken))
+    ).format(how=how, blocks=blocks_label(taken))
     if cached:
         evicted = ngettext(
             "{blocks} still holds a block_hash and is evicted from the prefix cache now.",
             "{blocks} still hold a block_hash and are evicted from the prefix cache now.",
             len(cached),
-        ).format(blocks=_blocks_label(cached).capitalize())
-        explanation = _then(explanation, evicted)
-    return _point("popleft", ask, reveal, question, options, explanation)
+        ).format(blocks=blocks_label(cached).capitalize())
+        explanation = then(explanation, evicted)
+    return QuizPoint("popleft", ask, reveal, question, *picked, explanation)
 
 
 def _eviction_pop(t: LiteTrace, reveal: int) -> int | None:
@@ -280,23 +290,23 @@ def _later_evictions(t: LiteTrace, reveal: int) -> list[int]:
 
 
 def _evict(
-    t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: int
-) -> dict[str, Any] | None:
+    t: LiteTrace, calls: _Calls, state: _State, ask: int, reveal: int
+) -> QuizPoint | None:
     popped = t.payload_of(ask)  # the POPLEFT_N
     truth = t.a[reveal]
     hashed = [b for b in popped if state.block_hash[b] >= 0]
     still_free = list(islice((b for b in state.free_queue if state.block_hash[b] >= 0), 1))
     candidates = [truth, popped[0], *still_free, *hashed[-1:], popped[-1], *popped]
-    options = _options(reveal, [(b, _("block {b}").format(b=b)) for b in candidates])
-    if options is None:
+    picked = options(reveal, [(b, _("block {b}").format(b=b)) for b in candidates])
+    if picked is None:
         return None
     question = _(
         "get_new_blocks just took {blocks} with popleft_n. Which block loses its block_hash "
         "first (evicted from cached_block_hash_to_block)?"
-    ).format(blocks=_blocks_label(popped))
+    ).format(blocks=blocks_label(popped))
     skipped = popped[: popped.index(truth)]
     later = _later_evictions(t, reveal)
-    then = _(" ({blocks} next)").format(blocks=_blocks_label(later)) if later else ""
+    then = _(" ({blocks} next)").format(blocks=blocks_label(later)) if later else ""
     facts = {"b": truth, "hash": t.hashes[t.b[reveal]][:4].hex(), "then": then}
     if skipped:
         explanation = ngettext(
@@ -309,14 +319,14 @@ def _evict(
             "so block {b} (hash {hash}) is first{then}. Cached blocks still in the free queue "
             "keep their hash.",
             len(skipped),
-        ).format(skipped=_blocks_label(skipped), **facts)
+        ).format(skipped=blocks_label(skipped), **facts)
     else:
         explanation = _(
             "Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
             "block_hash (_maybe_evict_cached_block), in popleft order; block {b} (hash {hash}) "
             "is first{then}. Cached blocks still in the free queue keep their hash."
         ).format(**facts)
-    return _point("evict", ask, reveal, question, options, explanation)
+    return QuizPoint("evict", ask, reveal, question, *picked, explanation)
 
 
 def _block_size(t: LiteTrace) -> int:
@@ -324,26 +334,9 @@ def _block_size(t: LiteTrace) -> int:
     return int(groups[0].get("block_size") or t.config.get("hash_block_size") or 16)
 
 
-def _group_label(config: dict[str, Any], g: int) -> str:
-    """``kvlab.viz.snapshot.group_label``."""
-    groups = config.get("groups") or []
-    if not 0 <= g < len(groups):
-        return _("group {kv_cache_group_id}").format(kv_cache_group_id=g)
-    entry = groups[g]
-    spec = str(entry.get("spec", "?")).removesuffix("Spec")
-    extra = (
-        _(" (window {sliding_window})").format(sliding_window=entry["sliding_window"])
-        if entry.get("sliding_window")
-        else ""
-    )
-    return _("group {kv_cache_group_id} · {spec}{extra}").format(
-        kv_cache_group_id=g, spec=spec, extra=extra
-    )
-
-
 def _hit(
-    t: LiteTrace, calls: _Calls, state: _QueueState, ask: int, reveal: int
-) -> dict[str, Any] | None:
+    t: LiteTrace, calls: _Calls, state: _State, ask: int, reveal: int
+) -> QuizPoint | None:
     call = calls.call_of(reveal)
     truth = int(call["result"]["num_new_computed_tokens"])
     num_tokens, num_hashes = int(call["args"]["num_tokens"]), int(call["args"]["num_block_hashes"])
@@ -363,8 +356,8 @@ def _hit(
         num_hashes,
     ).format(request=repr(call["request"]), tokens=num_tokens, n=num_hashes, size=bs)
     labels = tuple((_("{n} token") if v == 1 else _("{n} tokens")).format(n=v) for v in picked)
-    options = (labels, tuple(picked), picked.index(truth))
-    return _point("hit", ask, reveal, question, options, _hit_reason(t, call, truth, bs))
+    return QuizPoint("hit", ask, reveal, question, labels, tuple(picked), picked.index(truth),
+                     _hit_reason(t, call, truth, bs))  # fmt: skip
 
 
 def _hit_reason(t: LiteTrace, call: dict[str, Any], truth: int, bs: int) -> str:
@@ -379,7 +372,7 @@ def _hit_reason(t: LiteTrace, call: dict[str, Any], truth: int, bs: int) -> str:
     if rows:
         turns = _("; ").join(
             _("iteration {iteration}, {group}: {hit_in} -> {hit_out}").format(
-                iteration=it, group=_group_label(t.config, gids[0]), hit_in=hit_in, hit_out=hit_out
+                iteration=it, group=group_label(t.config, gids[0]), hit_in=hit_in, hit_out=hit_out
             )
             for it, gids, hit_in, hit_out in rows
         )
@@ -425,20 +418,6 @@ def _hit_reason(t: LiteTrace, call: dict[str, Any], truth: int, bs: int) -> str:
     if truth != hits * bs:
         eagle = t.config.get("use_eagle")
         cut = _("EAGLE drops the last matched block") if eagle else _("alignment")
-        out = _then(out, _("Then {cut}: {truth} tokens.").format(cut=cut, truth=truth))
+        out = then(out, _("Then {cut}: {truth} tokens.").format(cut=cut, truth=truth))
     return out
 
-
-def _options(seed: int, candidates: list[tuple[Any, str]]) -> tuple | None:
-    truth = candidates[0]
-    picked, labels = [truth], {truth[1]}
-    for value, label in candidates[1:]:
-        if len(picked) == 4:
-            break
-        if label not in labels and value != truth[0]:
-            picked.append((value, label))
-            labels.add(label)
-    if len(picked) < 2:
-        return None
-    random.Random(seed).shuffle(picked)
-    return tuple(p[1] for p in picked), tuple(p[0] for p in picked), picked.index(truth)

@@ -13,7 +13,7 @@ Every key is optional (``DEFAULTS`` fills the rest)::
      "calls": "admit a\\nfree a",    # the "calls" driver's script (kvlab.playground.run)
      "max_num_seqs": 16, "max_num_batched_tokens": 2048,     # preemption pressure
      "scheduler_reserve_full_isl": true, "enable_chunked_prefill": true,
-     "predict": []}                 # the player's predict mode: popleft, evict, hit
+     "predict": []}                 # the player's predict mode: kinds from PREDICT_KINDS
 
 Token ids (``"text": "ids"``): integers separated by spaces or commas; ``a..b`` is the range
 a, a+1, ..., b. Words (``"text": "words"``): see ``word_ids``. A prompt may also be a JSON list
@@ -35,6 +35,8 @@ import re
 import zlib
 from dataclasses import dataclass
 from typing import Any
+
+from kvlab.viz.predict_common import PREDICT_KINDS
 
 __all__ = [
     "CALL_NAMES",
@@ -89,7 +91,6 @@ CALL_NAMES = ("admit", "prefill", "decode", "lookup", "free", "evict", "reset")
 _KEYS = frozenset(DEFAULTS) | {"version", "title"}
 _DRIVERS = ("scheduler", "calls")
 _TEXTS = ("ids", "words")
-_PREDICT = ("evict", "hit", "popleft")
 # CJK ideographs, kana and compatibility ideographs: each one is a word by itself.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _WORD = re.compile(rf"[{_CJK}]|[^\s{_CJK}]+")
@@ -345,8 +346,8 @@ def parse_scenario(data: Any) -> Scenario:
     if full["text"] not in _TEXTS:
         raise ScenarioError(f"text must be one of {', '.join(_TEXTS)}, got {full['text']!r}")
     predict = full["predict"]
-    if not isinstance(predict, list) or any(k not in _PREDICT for k in predict):
-        raise ScenarioError(f"predict lists kinds from {', '.join(_PREDICT)}, got {predict!r}")
+    if not isinstance(predict, list) or any(k not in PREDICT_KINDS for k in predict):
+        raise ScenarioError(f"predict lists kinds from {', '.join(PREDICT_KINDS)}, got {predict!r}")
     layers = _layers(full["layers"])
     entries = full["requests"]
     if not isinstance(entries, list):

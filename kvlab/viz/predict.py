@@ -51,16 +51,19 @@ from kvlab.i18n import _, ngettext
 from kvlab.trace import Call, EventKind, KVState
 from kvlab.trace.replay import replay_into
 from kvlab.viz.calls import block_size_of, fixed_point_rows
-from kvlab.viz.predict_common import QuizPoint, blocks_label, options, then
+from kvlab.viz.predict_common import (
+    PREDICT_KINDS,
+    QuizPoint,
+    blocks_label,
+    group_label,
+    options,
+    then,
+)
 from kvlab.viz.predict_decisions import FINDERS, MAKERS
-from kvlab.viz.snapshot import group_label
 
 __all__ = ["PREDICT_KINDS", "QuizPoint", "check_predict_kinds", "quiz_points"]
 
 K = EventKind
-
-PREDICT_KINDS = ("evict", "fixed_point", "hit", "popleft", "preempt", "window")
-"""Decision kinds the player can ask about (see the module docstring)."""
 
 def check_predict_kinds(kinds: Iterable[str] | str | None) -> tuple[str, ...]:
     """Validate the kinds asked for (None or () = none).

@@ -1,7 +1,9 @@
-"""What every predict-mode question kind shares: the QuizPoint record and how choices are made.
+"""What every predict-mode question kind shares: the kinds, the QuizPoint record, how choices
+are made, and the labels the questions use (blocks, KV cache groups).
 
 Split out of ``predict.py`` so that the kinds (``predict.py``: popleft, evict, hit;
 ``predict_decisions.py``: window, fixed_point, preempt) share one record and one shuffle.
+Numpy-free: the browser playground (``kvlab.playground.quiz``) ships this file verbatim.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ from typing import Any
 
 from kvlab.i18n import _
 
-__all__ = ["QuizPoint", "blocks_label", "options", "then"]
+__all__ = ["PREDICT_KINDS", "QuizPoint", "blocks_label", "group_label", "options", "then"]
+
+PREDICT_KINDS = ("evict", "fixed_point", "hit", "popleft", "preempt", "window")
+"""Decision kinds the player can ask about (see kvlab.viz.predict's docstring)."""
 
 _SHOWN = 12  # block ids listed in full in a choice label; longer lists are shortened
 
@@ -58,6 +63,29 @@ def blocks_label(block_ids: list[int]) -> str:
         return _("blocks {ids}").format(ids=", ".join(map(str, block_ids)))
     head, tail = ", ".join(map(str, block_ids[:4])), ", ".join(map(str, block_ids[-2:]))
     return _("blocks {head}, …, {tail} ({n})").format(head=head, tail=tail, n=len(block_ids))
+
+
+def group_label(config: dict[str, Any], kv_cache_group_id: int) -> str:
+    """``"group 1 · SlidingWindow (window 8)"`` from a trace's config (spec name shortened), in
+    the current language (kvlab.i18n).
+
+    Args:
+        config: ``Trace.config``.
+        kv_cache_group_id: The group.
+    """
+    groups = config.get("groups") or []
+    if not 0 <= kv_cache_group_id < len(groups):
+        return _("group {kv_cache_group_id}").format(kv_cache_group_id=kv_cache_group_id)
+    g = groups[kv_cache_group_id]
+    spec = str(g.get("spec", "?")).removesuffix("Spec")
+    extra = (
+        _(" (window {sliding_window})").format(sliding_window=g["sliding_window"])
+        if g.get("sliding_window")
+        else ""
+    )
+    return _("group {kv_cache_group_id} · {spec}{extra}").format(
+        kv_cache_group_id=kv_cache_group_id, spec=spec, extra=extra
+    )
 
 
 def then(first: str, second: str) -> str:

@@ -31,6 +31,7 @@ from kvlab.i18n import _
 from kvlab.trace import KVState
 from kvlab.trace.tables import split_key_code
 from kvlab.trace.view import short_hash
+from kvlab.viz.predict_common import group_label  # NOTE: numpy-free, so the playground ships it
 
 __all__ = [
     "BlockCell",
@@ -224,26 +225,3 @@ def block_table_rows(state: KVState) -> list[BlockTableRow]:
             if r in per_req:
                 rows.append(BlockTableRow(state.tables.request_id(r), g, list(per_req[r])))
     return rows
-
-
-def group_label(config: dict[str, Any], kv_cache_group_id: int) -> str:
-    """``"group 1 · SlidingWindow (window 8)"`` from a trace's config (spec name shortened), in
-    the current language (kvlab.i18n).
-
-    Args:
-        config: ``Trace.config``.
-        kv_cache_group_id: The group.
-    """
-    groups = config.get("groups") or []
-    if not 0 <= kv_cache_group_id < len(groups):
-        return _("group {kv_cache_group_id}").format(kv_cache_group_id=kv_cache_group_id)
-    g = groups[kv_cache_group_id]
-    spec = str(g.get("spec", "?")).removesuffix("Spec")
-    extra = (
-        _(" (window {sliding_window})").format(sliding_window=g["sliding_window"])
-        if g.get("sliding_window")
-        else ""
-    )
-    return _("group {kv_cache_group_id} · {spec}{extra}").format(
-        kv_cache_group_id=kv_cache_group_id, spec=spec, extra=extra
-    )

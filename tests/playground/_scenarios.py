@@ -46,7 +46,7 @@ def random_scenario(seed: int) -> dict[str, Any]:
         "enable_caching": rng.random() < 0.85,
         "hash": rng.choice(["sha256", "sha256_cbor"]),
         "requests": requests,
-        "predict": ["popleft", "evict", "hit"],
+        "predict": ["popleft", "evict", "hit", "window", "fixed_point", "preempt"],
     }
     if rng.random() < 0.5:
         scenario.update(

@@ -25,7 +25,7 @@ from kvlab.viz.encode import encode_trace
 from kvlab.viz.predict import quiz_points
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "viz"))
-from _browser import SKIP_REASON, browser_page  # noqa: E402
+from _browser import SKIP_REASON, browser_page, click_move, read_player, wait_index  # noqa: E402
 
 pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
 
@@ -112,6 +112,53 @@ def test_pyodide_runs_the_same_events_as_cpython_offline(served: str) -> None:
         assert not errors
         assert guard.blocked == []
         assert requested and all(u.startswith(served) for u in requested), requested[:5]
+
+
+ROOT = "#kvlab-player"
+
+
+def _ask_and_answer(page, point: dict) -> None:
+    """Step over calls until the player asks ``point``; a wrong pick is refused, the right one
+    reveals the decision and the explanation."""
+    quiz_box = page.locator(f"{ROOT} .kvlab-quiz")
+    question = f"Predict: {point['question']}"  # a revealed one reads "Revealed: ..."
+
+    def asked() -> bool:
+        return quiz_box.is_visible() and quiz_box.inner_text().startswith(question)
+
+    for _ in range(300):
+        if asked():
+            break
+        click_move(page, ROOT, "over")
+    assert asked(), point
+    assert read_player(page, ROOT).index == point["ask"]
+    wrong = (point["answer"] + 1) % len(point["choices"])
+    page.locator(f'{ROOT} .kvlab-choice[data-choice="{wrong}"]').click()
+    assert f"✗ Not {point['choices'][wrong]}" in quiz_box.inner_text()
+    assert read_player(page, ROOT).index == point["ask"]
+    page.locator(f'{ROOT} .kvlab-choice[data-choice="{point["answer"]}"]').click()
+    wait_index(page, ROOT, point["reveal"])
+    assert point["explanation"] in quiz_box.inner_text()
+
+
+def test_the_page_asks_window_fixed_point_and_preempt_questions(served: str) -> None:
+    """The presets of notebooks 6, 7 and 8 turn on the window, fixed_point and preempt kinds:
+    the page computes CPython's questions in Pyodide and its player asks and reveals them."""
+    with browser_page((served,)) as (page, guard):
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        for name, kind in (("nb06", "window"), ("nb07", "fixed_point"), ("nb08", "preempt")):
+            _open(page, f"{served}index.html?preset={name}")
+            quiz = page.evaluate("() => window.kvlabPlayground.last.answer.player.quiz")
+            trace = _cpython(PRESETS[name].scenario)
+            assert _json(quiz) == _json([p.to_dict() for p in quiz_points(trace, [kind])])
+            assert quiz and {q["kind"] for q in quiz} == {kind}, name
+            box = page.locator(f'.pg-check input[value="{kind}"]')
+            assert box.is_checked()  # the editor shows the preset's kinds
+            _ask_and_answer(page, quiz[0])
+            if len(quiz) > 1:
+                _ask_and_answer(page, quiz[1])  # the next one is asked after the first
+        assert errors == [] and guard.blocked == []
 
 
 BAD = {

@@ -2,7 +2,8 @@
 
 ``kvlab-playground.zip`` is extracted and imported by a separate CPython started without
 site-packages (``-I -S``), with numpy, xxhash and compiled cbor2 blocked, as in Pyodide. Its
-``run_json`` must answer every preset exactly as the installed kvlab does.
+``run_json`` must answer every preset exactly as the installed kvlab does (the presets ask all
+six predict kinds), importing from kvlab.viz only the numpy-free predict questions.
 """
 
 from __future__ import annotations
@@ -21,14 +22,14 @@ from kvlab.playground.build import BROWSER_MODULES, python_bundle
 
 _CHILD = r"""
 import json, sys
-for name in ("numpy", "xxhash", "_cbor2", "kvlab.trace.recorder", "kvlab.viz"):
+for name in ("numpy", "xxhash", "_cbor2", "kvlab.trace.recorder", "kvlab.viz.predict"):
     sys.modules[name] = None  # as in Pyodide: importing them fails
 sys.path.insert(0, sys.argv[1])
 from kvlab.playground.browser import run_json
 import cbor2, kvlab
 scenarios = json.loads(sys.stdin.read())
 out = {name: run_json(json.dumps(s), "zh") for name, s in scenarios.items()}
-ours = sorted(m for m in sys.modules if m.split(".")[0] in ("kvlab", "cbor2"))
+ours = sorted(m for m, v in sys.modules.items() if v and m.split(".")[0] in ("kvlab", "cbor2"))
 print(json.dumps({"answers": out, "kvlab": kvlab.__file__, "cbor2": cbor2.__file__,
                   "modules": ours}))
 """
@@ -57,6 +58,12 @@ def test_the_bundle_runs_alone_and_answers_like_kvlab(tmp_path: Path) -> None:
         json.loads(child["answers"]["bad"])["error"] == "block_size must be a positive int, got 0"
     )
     assert "kvlab.core.sched.scheduler" in child["modules"]
+    # kvlab.viz: only the numpy-free predict questions, shared with the notebooks' player
+    assert [m for m in child["modules"] if m.startswith("kvlab.viz")] == [
+        "kvlab.viz",
+        "kvlab.viz.predict_common",
+        "kvlab.viz.predict_questions",
+    ]
 
 
 def test_the_bundle_holds_only_numpy_free_python() -> None:

@@ -5,14 +5,16 @@ For the presets and 120 random scenarios, the scenario is run twice on kvlab.cor
 trace player receives must be the same, byte for byte: ``kvlab.viz.encode_trace(trace)`` ==
 ``kvlab.playground.encode.encode_lite_trace(lite)`` (every column, the interned hashes and
 requests, the initial state, the hash tree, the config), and the predict mode's questions
-``quiz_points`` == ``quiz_dicts`` for the browser's kinds (playground PREDICT_KINDS), in
-English and Chinese. Also the player defaults and views.
+``quiz_points`` == ``quiz_dicts`` for all six kinds (PREDICT_KINDS) together, each alone and
+hit with fixed_point, in English and Chinese; together these scenarios ask every kind. Also the
+player defaults and views.
 tests/playground/test_browser.py then checks that Pyodide produces this same output.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from _scenarios import random_scenario, scenarios
@@ -51,20 +53,26 @@ def test_lite_trace_encodes_like_encode_trace(name, data) -> None:
     assert _json(encode_lite_trace(lite)) == _json(encode_trace(trace))
     for lang in ("en", "zh"):
         with use_language(lang):
-            assert _json(quiz_dicts(lite)) == _json([p.to_dict() for p in quiz_points(trace, PREDICT_KINDS)])
+            for kinds in (PREDICT_KINDS, *((k,) for k in PREDICT_KINDS), ("hit", "fixed_point")):
+                expected = [p.to_dict() for p in quiz_points(trace, kinds)]
+                assert _json(quiz_dicts(lite, kinds)) == _json(expected), (kinds, lang)
     assert default_views(lite) == export.default_views(trace)
 
 
 def test_a_run_reaches_every_event_kind() -> None:
     """The scenarios above are not trivially equal: together they hold every event kind that
     KVCacheManager calls can record (BlockPool only pops single blocks before a recorder can
-    be attached, the null block, and never appends one by one)."""
-    kinds = set()
+    be attached, the null block, and never appends one by one) and ask every predict kind."""
+    kinds, asked = set(), Counter()
     for _, data in scenarios(0) + [(None, random_scenario(s)) for s in range(120)]:
-        kinds.update(_both(data)[1].kind)
+        lite = _both(data)[1]
+        kinds.update(lite.kind)
+        asked.update(q["kind"] for k in PREDICT_KINDS for q in quiz_dicts(lite, (k,)))
     from kvlab.trace import EventKind
 
     assert kinds == {int(k) for k in EventKind} - {EventKind.POPLEFT, EventKind.APPEND}
+    # Every predict kind is asked, so the quiz comparison above is not vacuous for any of them.
+    assert set(asked) == set(PREDICT_KINDS) and min(asked.values()) >= 3, asked
 
 
 def test_player_defaults_are_export_html_defaults() -> None:

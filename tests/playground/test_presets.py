@@ -12,7 +12,7 @@ import pytest
 from kvlab.playground import PRESETS, parse_scenario, run_scenario
 from kvlab.playground.presets import DEFAULT_PRESET
 from kvlab.trace import EventKind, Recorder
-from kvlab.viz import fixed_point_rows, quiz_points
+from kvlab.viz import PREDICT_KINDS, fixed_point_rows, quiz_points
 
 
 def _run(name: str):
@@ -118,6 +118,31 @@ def test_nb08_preemption() -> None:
     assert trace.state_at(free_call.end).free_queue_order() == [17]
     assert free_call.step == 4
     assert [c.step for c in trace.calls("get_computed_blocks", request="chat-3")] == [3, 5, 6, 7]
+
+
+def test_every_preset_asks_each_of_its_predict_kinds() -> None:
+    """A learner who opens a preset meets a question of every kind it turns on, and the presets
+    together turn on all of PREDICT_KINDS."""
+    for name, preset in PRESETS.items():
+        kinds = preset.scenario.get("predict", [])
+        _, trace = _run(name)
+        assert {q.kind for q in quiz_points(trace, kinds)} == set(kinds), name
+    assert {k for p in PRESETS.values() for k in p.scenario.get("predict", [])} == set(
+        PREDICT_KINDS
+    )
+
+
+def test_the_window_fixed_point_and_preempt_presets_ask_the_notebooks_answers() -> None:
+    """nb06: a's decodes null logical blocks 0, 1, 2 (one each, at 12, 15 and 19 tokens);
+    nb07: b's turns accept 20, 20, 12 then 12, 12, 12; nb08: chat-3 preempts itself."""
+
+    def answers(name):
+        _, trace = _run(name)
+        return [q.values[q.answer] for q in quiz_points(trace, PRESETS[name].scenario["predict"])]
+
+    assert answers("nb06") == [[0], [], [], [1], [], [], [], [2], [], []]
+    assert answers("nb07") == [20, 20, 12, 12, 12, 12]
+    assert answers("nb08") == ["chat-3"]
 
 
 @pytest.mark.parametrize("name", ["shared"])

@@ -51,7 +51,11 @@ def test_words_mode_turns_prompts_into_word_ids() -> None:
             "a layer is \"full\" or a sliding window in tokens (an integer), got 'wide'",
         ),
         ({"enable_caching": "yes"}, "enable_caching must be true or false, got 'yes'"),
-        ({"predict": ["all"]}, "predict lists kinds from evict, hit, popleft, got ['all']"),
+        (
+            {"predict": ["all"]},
+            "predict lists kinds from evict, fixed_point, hit, popleft, preempt, window, "
+            "got ['all']",
+        ),
         (
             {"requests": [{"id": "a b", "prompt": "1"}]},
             "a request id is 1 to 32 characters without spaces",

@@ -148,7 +148,7 @@
     ui.seqs = num(D.max_num_seqs); ui.budget = num(D.max_num_batched_tokens);
     ui.reserve = el("input", { type: "checkbox" }); ui.chunked = el("input", { type: "checkbox" });
     ui.calls = el("textarea", { rows: "7", cls: "pg-calls", spellcheck: "false", "aria-label": t("calls, one per line") });
-    ui.predict = Object.fromEntries(["popleft", "evict", "hit"].map((k) => [k, el("input", { type: "checkbox", value: k })]));
+    ui.predict = Object.fromEntries(DATA.predict_kinds.map((k) => [k, el("input", { type: "checkbox", value: k })]));
     const windowField = field(t("window (tokens)"), ui.window), groupsField = field(t("groups, in order"), ui.groups,
       t("per KV cache group: full, or a window in tokens; e.g. full, 8, 12"));
     const showDesign = () => { windowField.hidden = ui.design.value !== "window"; groupsField.hidden = ui.design.value !== "hybrid"; };
