@@ -7,8 +7,8 @@ pure-Python recorder (``events``) whose trace is encoded for the trace player (`
 
 This package's modules import only the standard library, kvlab.core and the numpy-free parts
 of kvlab.trace, kvlab.i18n and kvlab.viz (the predict questions: ``kvlab.viz.predict_common``,
-``kvlab.viz.predict_questions``), so the browser can import them; ``build`` and ``cli`` (writing
-the page) are CPython only and are not imported here.
+``kvlab.viz.predict_cache_questions``, ``kvlab.viz.predict_questions``), so the browser can
+import them; ``build`` and ``cli`` (writing the page) are CPython only and are not imported here.
 
 Examples:
     >>> from kvlab.playground import PRESETS, parse_scenario, run_scenario

@@ -54,6 +54,7 @@ BROWSER_MODULES = (
     "trace/events.py",
     "trace/hooks.py",
     "trace/metadata.py",
+    "viz/predict_cache_questions.py",
     "viz/predict_common.py",
     "viz/predict_questions.py",
     "i18n.py",

@@ -3,24 +3,21 @@
 In the browser the player's predict mode asks before the same six kinds of decision as in
 JupyterLab and exported pages (PREDICT_KINDS, ``kvlab.viz.predict_common``): popleft_n, lazy
 eviction and lookup hits (here), the sliding window's null blocks, each turn of the hybrid fixed
-point and preemption (``kvlab.playground.quiz_decisions``). The questions are computed from the
-playground's list-based trace with the same rules, choices, shuffling and catalogue messages
-(``kvlab.i18n``) as ``kvlab.viz.predict`` (see that module for the rules; the choices, labels and
-the window / fixed_point / preempt questions are built by the same numpy-free code,
-``kvlab.viz.predict_common`` and ``kvlab.viz.predict_questions``, which the browser ships).
-tests/playground/test_equivalence.py checks that both give the same points, in English and
-Chinese. The state at each question (free-queue order, block hashes, each request's blocks)
-comes from a small replay of the events that change them (``_State``).
+point and preemption (``kvlab.playground.quiz_decisions``). This module only reads facts from
+the playground's list-based trace: its columns, the state replayed to each question
+(``_State``: free-queue order, block hashes, each request's blocks) and its calls (``_Calls``).
+The questions (which events are decisions, rules, choices, shuffling, catalogue messages,
+which points are asked) are built by the numpy-free code ``kvlab.viz.predict`` calls too and
+the browser ships (``kvlab.viz.predict_cache_questions``, ``.predict_questions``,
+``.predict_common``); tests/playground/test_equivalence.py checks that both give the same
+points, in English and Chinese.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
-from itertools import islice
 from typing import Any
 
-from kvlab.i18n import _, ngettext
 from kvlab.playground.events import LiteTrace
 from kvlab.playground.quiz_decisions import FINDERS, MAKERS
 from kvlab.trace.events import (
@@ -31,14 +28,15 @@ from kvlab.trace.events import (
     unpack_fixed_point,
     unpack_wide,
 )
-from kvlab.viz.predict_common import (
-    PREDICT_KINDS,
-    QuizPoint,
-    blocks_label,
-    group_label,
-    options,
-    then,
+from kvlab.viz.predict_cache_questions import (
+    Events,
+    evict_question,
+    find_cache_decisions,
+    hit_question,
+    lookup_probes,
+    popleft_question,
 )
+from kvlab.viz.predict_common import PREDICT_KINDS, QuizPoint, ask_points
 
 __all__ = ["PREDICT_KINDS", "quiz_dicts"]
 
@@ -171,253 +169,57 @@ def quiz_dicts(trace: LiteTrace, kinds: Iterable[str] = PREDICT_KINDS) -> list[d
     bad = [k for k in kinds if k not in PREDICT_KINDS]
     if bad:
         raise ValueError(f"predict must hold kinds from {PREDICT_KINDS}, got {list(kinds)}")
-    wanted = {
-        K.POPLEFT: "popleft",
-        K.POPLEFT_N: "popleft",
-        K.BLOCK_REMOVED: "evict",
-        K.CALL_END: "hit",
-    }
     calls = _Calls(trace)
-    gcb = {i for i, n in enumerate(trace.call_names) if n == "get_computed_blocks"}
-    found: list[tuple[int, int, str]] = []
-    for i, k in enumerate(trace.kind):
-        kind = wanted.get(k)
-        if kind is None or kind not in kinds:
-            continue
-        if kind == "hit":
-            if trace.group[i] in gcb:
-                found.append((calls.parent[i] - 1, i, kind))
-        elif kind == "popleft":
-            found.append((i - 1, i, kind))
-        else:
-            pop = _eviction_pop(trace, i)
-            if pop is not None:
-                found.append((pop, i, kind))
+    events = Events(trace.kind, trace.group, trace.a, trace.b, trace.payload_of)
+    found = find_cache_decisions(events, range(len(trace)), kinds, trace.call_names,
+                                 calls.parent.__getitem__)  # fmt: skip
     for kind in (k for k in kinds if k in FINDERS):
         found += [(ask, reveal, kind) for ask, reveal in FINDERS[kind](trace, calls)]
-    if "fixed_point" in kinds and "hit" in kinds:  # a hybrid lookup is asked turn by turn
-        turned = {calls.end.get(calls.parent[r], -1) for a, r, k in found if k == "fixed_point"}
-        found = [f for f in found if not (f[2] == "hit" and f[1] in turned)]
-    state, at, points = _State(trace), 0, []
-    makers = {"popleft": _popleft, "evict": _evict, "hit": _hit, **MAKERS}
-    for ask, reveal, kind in sorted(found):
-        for j in range(at, ask + 1):
+    state = _State(trace)
+
+    def replay(start: int, stop: int) -> None:
+        for j in range(start, stop):
             state.apply(trace, j)
-        at = max(at, ask + 1)
-        point = makers[kind](trace, calls, state, ask, reveal)
-        if point is not None:
-            points.append(point)
-    # As quiz_points: a point whose [ask, reveal] window overlaps an earlier one is dropped.
-    kept: list[QuizPoint] = []
-    for point in sorted(points, key=lambda p: (p.ask, p.reveal)):
-        if not kept or point.ask >= kept[-1].reveal:
-            kept.append(point)
-    return [p.to_dict() for p in sorted(kept, key=lambda p: p.reveal)]
+
+    def make(kind: str, ask: int, reveal: int) -> QuizPoint | None:
+        if kind in MAKERS:
+            return MAKERS[kind](trace, calls, state, ask, reveal)
+        return _CACHE_MAKERS[kind](trace, calls, events, state, ask, reveal)
+
+    def call_end(reveal: int) -> int:
+        return calls.end.get(calls.parent[reveal], -1)
+
+    return [p.to_dict() for p in ask_points(found, kinds, call_end, replay, make)]
 
 
+# ---------------------------------------------------------------------- facts of a LiteTrace
 def _popleft(
-    t: LiteTrace, calls: _Calls, state: _State, ask: int, reveal: int
+    t: LiteTrace, calls: _Calls, events: Events, state: _State, ask: int, reveal: int
 ) -> QuizPoint | None:
-    single = t.kind[reveal] == K.POPLEFT
-    taken = [t.a[reveal]] if single else t.payload_of(reveal)
-    n, queue = len(taken), state.free_queue
-    head = list(islice(queue, n + 1))
-    tail = list(islice(reversed(queue), n))
-    lowest = heapq.nsmallest(n, queue)
-    uncached = list(islice((b for b in queue if state.block_hash[b] < 0), n))
-    candidates = [taken, tail, lowest, uncached, head[1:], tail[::-1]]
-    picked = options(reveal, [(c, blocks_label(c)) for c in candidates if len(c) == n])
-    if picked is None:
-        return None
     call = calls.call_of(reveal) if calls.parent[reveal] >= 0 else None
-    if call and call["request"]:
-        who = _("{call} for request {request}").format(
-            call=call["name"], request=repr(call["request"])
-        )
-    else:
-        who = _("the pool")
-    how = "popleft()" if single else f"popleft_n({n})"
-    many = 2 if n > 1 else 1
-    if n > 1:
-        question = _(
-            "{who} needs {n} new blocks: get_new_blocks calls {how} on the free queue ({free} "
-            "free). Which blocks does it take, in order?"
-        )
-    else:
-        question = _(
-            "{who} needs {n} new block: get_new_blocks calls {how} on the free queue ({free} "
-            "free). Which block does it take?"
-        )
-    question = question.format(who=who, n=n, how=how, free=len(queue))
-    cached = [b for b in taken if state.block_hash[b] >= 0]
-    explanation = ngettext(
-        "{how} takes the head of the free_block_queue: the least recently freed block (LRU), "
-        "{blocks}; the tail holds the most recently freed, taken last.",
-        "{how} takes the head of the free_block_queue: the least recently freed blocks (LRU), "
-        "{blocks}; the tail holds the most recently freed, taken last.",
-        many,
-    ).format(how=how, blocks=blocks_label(taken))
-    if cached:
-        evicted = ngettext(
-            "{blocks} still holds a block_hash and is evicted from the prefix cache now.",
-            "{blocks} still hold a block_hash and are evicted from the prefix cache now.",
-            len(cached),
-        ).format(blocks=blocks_label(cached).capitalize())
-        explanation = then(explanation, evicted)
-    return QuizPoint("popleft", ask, reveal, question, *picked, explanation)
-
-
-def _eviction_pop(t: LiteTrace, reveal: int) -> int | None:
-    """The POPLEFT_N of the get_new_blocks whose first eviction is BLOCK_REMOVED ``reveal``
-    (only GET_NEW_BLOCKS counts lie between them); None for a later eviction of that loop or
-    one of evict_blocks."""
-    j = reveal - 1
-    while j >= 0 and t.kind[j] == K.GET_NEW_BLOCKS:
-        j -= 1
-    if j < 0 or t.kind[j] != K.POPLEFT_N or t.a[reveal] not in t.payload_of(j):
-        return None
-    return j
-
-
-def _later_evictions(t: LiteTrace, reveal: int) -> list[int]:
-    later = []
-    for j in range(reveal + 1, len(t)):
-        if t.kind[j] == K.BLOCK_REMOVED:
-            later.append(t.a[j])
-        elif t.kind[j] != K.GET_NEW_BLOCKS:
-            break
-    return later
+    return popleft_question(events, ask, reveal, state.free_queue, state.block_hash,
+                            call and (call["name"], call["request"]))  # fmt: skip
 
 
 def _evict(
-    t: LiteTrace, calls: _Calls, state: _State, ask: int, reveal: int
+    t: LiteTrace, calls: _Calls, events: Events, state: _State, ask: int, reveal: int
 ) -> QuizPoint | None:
-    popped = t.payload_of(ask)  # the POPLEFT_N
-    truth = t.a[reveal]
-    hashed = [b for b in popped if state.block_hash[b] >= 0]
-    still_free = list(islice((b for b in state.free_queue if state.block_hash[b] >= 0), 1))
-    candidates = [truth, popped[0], *still_free, *hashed[-1:], popped[-1], *popped]
-    picked = options(reveal, [(b, _("block {b}").format(b=b)) for b in candidates])
-    if picked is None:
-        return None
-    question = _(
-        "get_new_blocks just took {blocks} with popleft_n. Which block loses its block_hash "
-        "first (evicted from cached_block_hash_to_block)?"
-    ).format(blocks=blocks_label(popped))
-    skipped = popped[: popped.index(truth)]
-    later = _later_evictions(t, reveal)
-    then = _(" ({blocks} next)").format(blocks=blocks_label(later)) if later else ""
-    facts = {"b": truth, "hash": t.hashes[t.b[reveal]][:4].hex(), "then": then}
-    if skipped:
-        explanation = ngettext(
-            "Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
-            "block_hash (_maybe_evict_cached_block), in popleft order; {skipped} holds no hash, "
-            "so block {b} (hash {hash}) is first{then}. Cached blocks still in the free queue "
-            "keep their hash.",
-            "Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
-            "block_hash (_maybe_evict_cached_block), in popleft order; {skipped} hold no hash, "
-            "so block {b} (hash {hash}) is first{then}. Cached blocks still in the free queue "
-            "keep their hash.",
-            len(skipped),
-        ).format(skipped=blocks_label(skipped), **facts)
-    else:
-        explanation = _(
-            "Eviction is lazy: get_new_blocks evicts each popped block that still holds a "
-            "block_hash (_maybe_evict_cached_block), in popleft order; block {b} (hash {hash}) "
-            "is first{then}. Cached blocks still in the free queue keep their hash."
-        ).format(**facts)
-    return QuizPoint("evict", ask, reveal, question, *picked, explanation)
-
-
-def _block_size(t: LiteTrace) -> int:
-    groups = t.config.get("groups") or [{}]
-    return int(groups[0].get("block_size") or t.config.get("hash_block_size") or 16)
+    return evict_question(events, ask, reveal, state.free_queue, state.block_hash,
+                          t.hashes[t.b[reveal]][:4].hex())  # fmt: skip
 
 
 def _hit(
-    t: LiteTrace, calls: _Calls, state: _State, ask: int, reveal: int
+    t: LiteTrace, calls: _Calls, events: Events, state: _State, ask: int, reveal: int
 ) -> QuizPoint | None:
     call = calls.call_of(reveal)
-    truth = int(call["result"]["num_new_computed_tokens"])
-    num_tokens, num_hashes = int(call["args"]["num_tokens"]), int(call["args"]["num_block_hashes"])
-    bs = _block_size(t)
-    others = [0, num_hashes * bs, num_tokens - 1, num_tokens, truth - bs, truth + bs]
-    others = [v for v in dict.fromkeys(others) if 0 <= v <= num_tokens and v != truth]
-    picked = sorted([truth, *others[:3]])
-    if len(picked) < 2:
-        return None
-    question = ngettext(
-        "get_computed_blocks for request {request}: {tokens} tokens, {n} full block hashed "
-        "({size} tokens per block). How many tokens hit the prefix cache "
-        "(num_new_computed_tokens)?",
-        "get_computed_blocks for request {request}: {tokens} tokens, {n} full blocks hashed "
-        "({size} tokens per block). How many tokens hit the prefix cache "
-        "(num_new_computed_tokens)?",
-        num_hashes,
-    ).format(request=repr(call["request"]), tokens=num_tokens, n=num_hashes, size=bs)
-    labels = tuple((_("{n} token") if v == 1 else _("{n} tokens")).format(n=v) for v in picked)
-    return QuizPoint("hit", ask, reveal, question, labels, tuple(picked), picked.index(truth),
-                     _hit_reason(t, call, truth, bs))  # fmt: skip
-
-
-def _hit_reason(t: LiteTrace, call: dict[str, Any], truth: int, bs: int) -> str:
-    num_tokens, num_hashes = int(call["args"]["num_tokens"]), int(call["args"]["num_block_hashes"])
     begin, end = call["begin"], call["end"]
-    stop = end if end >= 0 else len(t) - 1
-    rows = []
-    for i in range(begin, stop + 1):
+    turns = []
+    for i in range(begin, (end if end >= 0 else len(t) - 1) + 1):
         if t.kind[i] == K.FIXED_POINT_ITERATED:
-            out, _reused, group_ids, _blocks = unpack_fixed_point(t.payload_of(i))
-            rows.append((t.a[i], group_ids, t.b[i], out))
-    if rows:
-        turns = _("; ").join(
-            _("iteration {iteration}, {group}: {hit_in} -> {hit_out}").format(
-                iteration=it, group=group_label(t.config, gids[0]), hit_in=hit_in, hit_out=hit_out
-            )
-            for it, gids, hit_in, hit_out in rows
-        )
-        return _(
-            "The hybrid fixed point (HybridKVCacheCoordinator) settles at {truth} tokens ({turns})."
-        ).format(truth=truth, turns=turns)
-    probes = [t.b[i] >= 0 for i in range(begin, end) if t.kind[i] == K.LOOKED_UP]
-    cap_blocks = (num_tokens - 1) // bs
-    if not probes:
-        if min(cap_blocks, num_hashes) == 0:
-            return _(
-                "No full block can hit: the cap num_tokens - 1 = {cap} tokens holds {cap_blocks} "
-                "full blocks of {size}, and {hashes} are hashed."
-            ).format(cap=num_tokens - 1, cap_blocks=cap_blocks, size=bs, hashes=num_hashes)
-        return _(
-            "No block is looked up: prefix caching is off (enable_caching=False) or the "
-            "request skips reading the prefix cache (skip_reading_prefix_cache)."
-        )
-    manager = (t.config.get("groups") or [{}])[0].get("manager")
-    if manager != "FullAttentionManager":
-        found = _("{manager}.find_longest_cache_hit finds {truth} tokens ({lookups} lookups).")
-        return found.format(manager=manager, truth=truth, lookups=len(probes))
-    hits = probes.index(False) if False in probes else len(probes)
-    if False in probes:
-        rule = _(
-            "block {hits}'s block_hash is not in cached_block_hash_to_block, and the "
-            "chained hashes stop the scan there: {hits} full blocks hit"
-        )
-        rule = rule.format(hits=hits)
-    elif hits == cap_blocks < num_hashes:
-        rule = _(
-            "every probed block hits, and the cap binds: at most num_tokens - 1 = {cap} "
-            "tokens may hit (one token is left to compute logits), {cap_blocks} full "
-            "blocks"
-        ).format(cap=num_tokens - 1, cap_blocks=cap_blocks)
-    else:
-        rule = _(
-            "all {hits} full blocks hit; the last {rest} tokens (the partial block) are recomputed"
-        ).format(hits=hits, rest=num_tokens - hits * bs)
-    out = _(
-        "find_longest_cache_hit scans the block hashes left to right: {rule} = {tokens} tokens."
-    ).format(rule=rule, tokens=hits * bs)
-    if truth != hits * bs:
-        eagle = t.config.get("use_eagle")
-        cut = _("EAGLE drops the last matched block") if eagle else _("alignment")
-        out = then(out, _("Then {cut}: {truth} tokens.").format(cut=cut, truth=truth))
-    return out
+            hit_length_out, _reused, group_ids, _blocks = unpack_fixed_point(t.payload_of(i))
+            turns.append((t.a[i], group_ids, t.b[i], hit_length_out))
+    return hit_question(ask, reveal, call["request"], call["args"], call["result"], t.config,
+                        turns, lookup_probes(events, begin, end))  # fmt: skip
 
+
+_CACHE_MAKERS = {"popleft": _popleft, "evict": _evict, "hit": _hit}

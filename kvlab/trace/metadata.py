@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["manager_config"]
+__all__ = ["block_size_of_config", "manager_config"]
 
 
 def manager_config(kv_cache_manager: Any) -> dict[str, Any]:
@@ -50,3 +50,13 @@ def manager_config(kv_cache_manager: Any) -> dict[str, Any]:
         "coordinator": type(coordinator).__name__ if coordinator is not None else None,
         "eagle_group_ids": sorted(getattr(coordinator, "eagle_group_ids", ()) or ()),
     }
+
+
+def block_size_of_config(config: dict[str, Any]) -> int:
+    """Group 0's block_size from trace metadata (tokens; hash_block_size, then 16 if absent).
+
+    Args:
+        config: ``Trace.config`` (``manager_config``'s dict) or the playground trace's config.
+    """
+    groups = config.get("groups") or [{}]
+    return int(groups[0].get("block_size") or config.get("hash_block_size") or 16)

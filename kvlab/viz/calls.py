@@ -14,6 +14,7 @@ from typing import Any
 
 from kvlab.i18n import N_
 from kvlab.trace import Call, Event, EventKind
+from kvlab.trace.metadata import block_size_of_config
 
 __all__ = [
     "SEGMENTS",
@@ -147,8 +148,7 @@ def find_call(trace: Any, index: int, name: str | None = None) -> Call | None:
 
 def block_size_of(trace: Any) -> int:
     """Group 0's block_size from the trace config (tokens; hash_block_size, then 16 if absent)."""
-    groups = trace.config.get("groups") or [{}]
-    return int(groups[0].get("block_size") or trace.config.get("hash_block_size") or 16)
+    return block_size_of_config(trace.config)
 
 
 def slot_layout(call: Call, block_size: int) -> SlotLayout:

@@ -1,20 +1,31 @@
 """What every predict-mode question kind shares: the kinds, the QuizPoint record, how choices
-are made, and the labels the questions use (blocks, KV cache groups).
+are made, the labels the questions use (blocks, KV cache groups) and which points are asked.
 
-Split out of ``predict.py`` so that the kinds (``predict.py``: popleft, evict, hit;
-``predict_decisions.py``: window, fixed_point, preempt) share one record and one shuffle.
-Numpy-free: the browser playground (``kvlab.playground.quiz``) ships this file verbatim.
+Split out of ``predict.py`` so that the kinds (``predict_cache_questions.py``: popleft, evict,
+hit; ``predict_questions.py``: window, fixed_point, preempt) and both trace forms
+(``kvlab.viz.predict`` on a Trace, ``kvlab.playground.quiz`` on the browser's LiteTrace) share
+one record, one shuffle and one selection (``ask_points``). Numpy-free: the browser playground
+ships this file verbatim.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from kvlab.i18n import _
 
-__all__ = ["PREDICT_KINDS", "QuizPoint", "blocks_label", "group_label", "options", "then"]
+__all__ = [
+    "PREDICT_KINDS",
+    "QuizPoint",
+    "ask_points",
+    "blocks_label",
+    "group_label",
+    "options",
+    "then",
+]
 
 PREDICT_KINDS = ("evict", "fixed_point", "hit", "popleft", "preempt", "window")
 """Decision kinds the player can ask about (see kvlab.viz.predict's docstring)."""
@@ -109,3 +120,44 @@ def options(
         return None
     random.Random(seed).shuffle(picked)
     return tuple(p[1] for p in picked), tuple(p[0] for p in picked), picked.index(truth)
+
+
+def ask_points(
+    found: Iterable[tuple[int, int, str]],
+    kinds: tuple[str, ...],
+    call_end: Callable[[int], int],
+    replay: Callable[[int, int], None],
+    make: Callable[[str, int, int], QuizPoint | None],
+) -> list[QuizPoint]:
+    """The points the player asks, ordered by ``reveal``, from every decision found.
+
+    When both ``hit`` and ``fixed_point`` are asked, a hybrid lookup is asked turn by turn
+    (fixed_point), not as a whole (hit); a point whose [ask, reveal] window overlaps an earlier
+    one is dropped, so the player never has two questions open.
+
+    Args:
+        found: ``(ask, reveal, kind)`` of each decision of the ``kinds`` asked.
+        kinds: The kinds asked.
+        call_end: Event index -> the CALL_END of the call holding it (-1: none).
+        replay: ``replay(start, stop)`` applies events ``start..stop-1`` to the state ``make``
+            reads; called with ascending, contiguous ranges from event 0.
+        make: ``make(kind, ask, reveal)`` -> the point, from the state replayed to ``ask``
+            (None: nothing could be wrong).
+    """
+    found = list(found)
+    if "fixed_point" in kinds and "hit" in kinds:
+        turned = {call_end(reveal) for ask, reveal, kind in found if kind == "fixed_point"}
+        found = [f for f in found if not (f[2] == "hit" and f[1] in turned)]
+    at, points = 0, []
+    for ask, reveal, kind in sorted(found):  # replay forward once
+        stop = max(at, ask + 1)
+        replay(at, stop)
+        at = stop
+        point = make(kind, ask, reveal)
+        if point is not None:
+            points.append(point)
+    kept: list[QuizPoint] = []
+    for point in sorted(points, key=lambda p: (p.ask, p.reveal)):
+        if not kept or point.ask >= kept[-1].reveal:
+            kept.append(point)
+    return sorted(kept, key=lambda p: p.reveal)

@@ -61,6 +61,7 @@ def test_the_bundle_runs_alone_and_answers_like_kvlab(tmp_path: Path) -> None:
     # kvlab.viz: only the numpy-free predict questions, shared with the notebooks' player
     assert [m for m in child["modules"] if m.startswith("kvlab.viz")] == [
         "kvlab.viz",
+        "kvlab.viz.predict_cache_questions",
         "kvlab.viz.predict_common",
         "kvlab.viz.predict_questions",
     ]
