@@ -33,7 +33,6 @@ from kvlab.viz.predict_cache_questions import (
     evict_question,
     find_cache_decisions,
     hit_question,
-    lookup_probes,
     popleft_question,
 )
 from kvlab.viz.predict_common import PREDICT_KINDS, QuizPoint, ask_points
@@ -218,8 +217,8 @@ def _hit(
         if t.kind[i] == K.FIXED_POINT_ITERATED:
             hit_length_out, _reused, group_ids, _blocks = unpack_fixed_point(t.payload_of(i))
             turns.append((t.a[i], group_ids, t.b[i], hit_length_out))
-    return hit_question(ask, reveal, call["request"], call["args"], call["result"], t.config,
-                        turns, lookup_probes(events, begin, end))  # fmt: skip
+    return hit_question(events, ask, reveal, call["request"], call["args"], call["result"],
+                        t.config, turns)  # fmt: skip
 
 
 _CACHE_MAKERS = {"popleft": _popleft, "evict": _evict, "hit": _hit}

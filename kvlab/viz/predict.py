@@ -59,7 +59,6 @@ from kvlab.viz.predict_cache_questions import (
     evict_question,
     find_cache_decisions,
     hit_question,
-    lookup_probes,
     popleft_question,
 )
 from kvlab.viz.predict_common import PREDICT_KINDS, QuizPoint, ask_points
@@ -137,8 +136,8 @@ def _hit(trace: Any, events: Events, state: KVState, ask: int, reveal: int) -> Q
     call = trace.call(reveal)
     turns = [(r.iteration, r.kv_cache_group_ids, r.hit_length_in, r.hit_length_out)
              for r in fixed_point_rows(trace, call)]  # fmt: skip
-    return hit_question(ask, reveal, call.request, call.args, call.result, trace.config, turns,
-                        lookup_probes(events, call.begin, call.end))  # fmt: skip
+    return hit_question(events, ask, reveal, call.request, call.args, call.result, trace.config,
+                        turns)  # fmt: skip
 
 
 _CACHE_MAKERS = {"popleft": _popleft, "evict": _evict, "hit": _hit}

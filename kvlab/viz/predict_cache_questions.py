@@ -28,8 +28,6 @@ __all__ = [
     "evict_question",
     "find_cache_decisions",
     "hit_question",
-    "later_evictions",
-    "lookup_probes",
     "popleft_question",
 ]
 
@@ -169,7 +167,7 @@ def _eviction_pop(events: Events, reveal: int) -> int | None:
     return j
 
 
-def later_evictions(events: Events, reveal: int) -> list[int]:
+def _later_evictions(events: Events, reveal: int) -> list[int]:
     """Blocks the same get_new_blocks loop evicts after ``reveal`` (its BLOCK_REMOVED events,
     between the counts of the blocks popped with them)."""
     later = []
@@ -217,7 +215,7 @@ def evict_question(
         "first (evicted from cached_block_hash_to_block)?"
     ).format(blocks=blocks_label(popped))
     skipped = popped[: popped.index(truth)]
-    later = later_evictions(events, reveal)
+    later = _later_evictions(events, reveal)
     after = _(" ({blocks} next)").format(blocks=blocks_label(later)) if later else ""
     facts = {"b": truth, "hash": hash_hex, "then": after}
     if skipped:
@@ -242,12 +240,8 @@ def evict_question(
 
 
 # ---------------------------------------------------------------------- hit
-def lookup_probes(events: Events, begin: int, end: int) -> list[bool]:
-    """Whether each LOOKED_UP event in ``[begin, end)`` found a block (block_id -1: a miss)."""
-    return [int(events.b[i]) >= 0 for i in range(begin, end) if events.kind[i] == K.LOOKED_UP]
-
-
 def hit_question(
+    events: Events,
     ask: int,
     reveal: int,
     request: str | None,
@@ -255,19 +249,18 @@ def hit_question(
     result: dict[str, Any],
     config: dict[str, Any],
     turns: list[tuple[int, Sequence[int], int, int]],
-    probes: list[bool],
 ) -> QuizPoint | None:
     """The question of one get_computed_blocks call (its CALL_END ``reveal``).
 
     Args:
-        ask, reveal: The point's events (see ``QuizPoint``).
+        events: The trace's columns.
+        ask, reveal: The event before the call's CALL_BEGIN and its CALL_END.
         request: The call's request id.
         args, result: The call's decoded arguments and result (num_tokens, num_block_hashes;
             num_new_computed_tokens).
         config: The trace's config.
         turns: The call's fixed-point turns (hybrid models): ``(iteration, kv_cache_group_ids,
             hit_length_in, hit_length_out)``, lengths in tokens; empty for one attention type.
-        probes: The call's lookups (``lookup_probes``).
 
     Returns:
         The point, or None when no wrong answer differs from the truth.
@@ -293,6 +286,9 @@ def hit_question(
     ).format(request=repr(request), tokens=num_tokens, n=num_hashes, size=bs)
     # NOTE: the player's own labels (player_strings.py), so both forms are plain messages.
     labels = tuple((_("{n} token") if v == 1 else _("{n} tokens")).format(n=v) for v in picked)
+    # Whether each lookup of the call found a block (LOOKED_UP's block_id -1: a miss).
+    probes = [int(events.b[i]) >= 0 for i in range(ask + 1, reveal)
+              if events.kind[i] == K.LOOKED_UP]  # fmt: skip
     why = _hit_reason(num_tokens, num_hashes, truth, bs, config, turns, probes)
     return QuizPoint("hit", ask, reveal, question, labels, tuple(picked), picked.index(truth), why)
 
