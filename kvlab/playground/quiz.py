@@ -20,14 +20,7 @@ from typing import Any
 
 from kvlab.playground.events import LiteTrace
 from kvlab.playground.quiz_decisions import FINDERS, MAKERS
-from kvlab.trace.events import (
-    CALL_SPECS,
-    VERBATIM,
-    WIDE,
-    EventKind,
-    unpack_fixed_point,
-    unpack_wide,
-)
+from kvlab.trace.events import EventKind, decode_call, unpack_fixed_point
 from kvlab.viz.predict_cache_questions import (
     Events,
     evict_question,
@@ -79,35 +72,16 @@ class _Calls:
         cid = t.group[begin]
         name = t.call_names[cid] if 0 <= cid < len(t.call_names) else f"call#{cid}"
         request = t.request[begin]
+        args = decode_call(name, t.a[begin], t.b[begin], t.payload_of(begin), False)
+        result = {} if end < 0 else decode_call(name, t.a[end], t.b[end], t.payload_of(end), True)
         return {
             "begin": begin,
             "end": end,
             "name": name,
             "request": None if request < 0 else t.requests[request],
-            "args": _decode(name, t, begin, False),
-            "result": {} if end < 0 else _decode(name, t, end, True),
+            "args": args,
+            "result": result,
         }
-
-
-def _decode(name: str, t: LiteTrace, i: int, is_end: bool) -> dict[str, Any]:
-    """``kvlab.trace.view.decode_call`` for the event at ``i``."""
-    a, b, payload = t.a[i], t.b[i], t.payload_of(i)
-    spec = CALL_SPECS.get(name)
-    if a in (VERBATIM, WIDE) or spec is None:
-        values = (
-            list(payload)
-            if a == VERBATIM
-            else list(unpack_wide(payload))
-            if a == WIDE
-            else [a, b, *payload]
-        )
-        names = None if spec is None else (spec.result if is_end else spec.args)
-        if names and len(names) == len(values):
-            return dict(zip(names, values, strict=True))
-        return {("result" if is_end else "args"): values} if values else {}
-    if is_end:
-        return dict(zip(spec.result, spec.unpack_result(a, b, payload), strict=True))
-    return dict(zip(spec.args, spec.unpack_args(a, b, payload), strict=True))
 
 
 class _State:

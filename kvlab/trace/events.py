@@ -57,6 +57,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from operator import itemgetter
+from typing import Any
 
 from kvlab.i18n import N_
 
@@ -70,6 +71,7 @@ __all__ = [
     "CallSpec",
     "EventKind",
     "KindSchema",
+    "decode_call",
     "make_packer",
     "pack_wide",
     "pack_fixed_point",
@@ -352,6 +354,31 @@ CALL_SPECS: dict[str, CallSpec] = {
     "new_step_starts": _spec(7, "", ""),
 }
 """Known calls by name; their ``call_id`` is the name's index in every trace's call table."""
+
+
+def decode_call(name: str, a: int, b: int, payload: list[int], is_end: bool) -> dict[str, Any]:
+    """Decode packed call args (``is_end`` False) or result (True) into a dict by name.
+
+    Numpy-free: ``kvlab.trace.Trace`` and the browser playground's ``LiteTrace`` decode calls
+    with it.
+    """
+    spec = CALL_SPECS.get(name)
+    key = "result" if is_end else "args"
+    if a in (VERBATIM, WIDE) or spec is None:
+        values = (
+            list(payload) if a == VERBATIM
+            else list(unpack_wide(payload)) if a == WIDE
+            else [a, b, *payload]
+        )  # fmt: skip
+        names = None if spec is None else (spec.result if is_end else spec.args)
+        if names and len(names) == len(values):
+            return dict(zip(names, values))
+        if name == "evict_blocks" and not is_end:
+            return {"block_ids": values}
+        return {key: values} if values else {}
+    if is_end:
+        return dict(zip(spec.result, spec.unpack_result(a, b, payload)))
+    return dict(zip(spec.args, spec.unpack_args(a, b, payload)))
 
 
 def pack_fixed_point(

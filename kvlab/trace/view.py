@@ -9,14 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvlab.trace.events import (
-    CALL_SPECS,
-    VERBATIM,
-    WIDE,
-    EventKind,
-    unpack_fixed_point,
-    unpack_wide,
-)
+from kvlab.trace.events import EventKind, decode_call, unpack_fixed_point
 from kvlab.trace.tables import FrozenTables
 from kvlab.trace.untrusted import shown
 
@@ -112,27 +105,6 @@ class Call:
         req = f"[{shown(self.request)}] " if self.request is not None else ""
         return (f"#{self.begin}-{self.end} step {self.step} {req}{shown(self.name)}({args}) -> "
                 f"({res})")  # fmt: skip
-
-
-def decode_call(name: str, a: int, b: int, payload: list[int], is_end: bool) -> dict[str, Any]:
-    """Decode packed call args (``is_end`` False) or result (True) into a dict by name."""
-    spec = CALL_SPECS.get(name)
-    key = "result" if is_end else "args"
-    if a in (VERBATIM, WIDE) or spec is None:
-        values = (
-            list(payload) if a == VERBATIM
-            else list(unpack_wide(payload)) if a == WIDE
-            else [a, b, *payload]
-        )  # fmt: skip
-        names = None if spec is None else (spec.result if is_end else spec.args)
-        if names and len(names) == len(values):
-            return dict(zip(names, values))
-        if name == "evict_blocks" and not is_end:
-            return {"block_ids": values}
-        return {key: values} if values else {}
-    if is_end:
-        return dict(zip(spec.result, spec.unpack_result(a, b, payload)))
-    return dict(zip(spec.args, spec.unpack_args(a, b, payload)))
 
 
 _FROM_A = {K.POPLEFT: "block_id", K.REMOVE: "block_id", K.APPEND: "block_id", K.STEP: "step"}
