@@ -9,6 +9,11 @@ own structures (the state replayed to ``ask``, the call of an event, a hash's he
 are decisions, the rules, the wrong answers, the shuffle and the catalogue messages are here,
 once, so both ask the same points in every language (tests/playground/test_equivalence.py). The
 browser playground ships this file verbatim.
+
+Examples:
+    >>> events = Events([K.STEP, K.POPLEFT_N], [0, 0], [0, 0], [0, 0], lambda i: [3, 4])
+    >>> find_cache_decisions(events, range(2), ("popleft",), [], lambda i: -1)
+    [(0, 1, 'popleft')]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from kvlab.trace.metadata import block_size_of_config
 from kvlab.viz.predict_common import QuizPoint, blocks_label, group_label, options, then
 
 __all__ = [
+    "EVENT_KINDS",
     "Events",
     "evict_question",
     "find_cache_decisions",

@@ -1,5 +1,6 @@
 """The window, fixed_point and preempt questions, built from plain values (no Trace, no numpy).
 
+The popleft, evict and hit questions are in the sibling ``predict_cache_questions``.
 Two trace forms ask these questions: ``kvlab.viz.predict_decisions`` reads a
 ``kvlab.trace.Trace`` (numpy columns, ``KVState`` replay), ``kvlab.playground.quiz_decisions``
 the browser's list-based ``LiteTrace``. Each finds the decisions and reads their facts (the call's
