@@ -6,7 +6,7 @@ import json
 
 from _trace_helpers import make_manager
 
-from kvlab.trace.metadata import manager_config
+from kvlab.trace.metadata import block_size_of_config, manager_config
 
 
 def test_hybrid_manager_metadata() -> None:
@@ -20,3 +20,9 @@ def test_hybrid_manager_metadata() -> None:
     assert cfg["use_eagle"] and cfg["eagle_group_ids"] == [0, 1]
     assert (cfg["null_block_id"], cfg["hash_block_size"], cfg["enable_caching"]) == (0, 4, True)
     assert json.loads(json.dumps(cfg)) == cfg
+
+
+def test_block_size_of_config_falls_back_to_hash_block_size_then_16() -> None:
+    assert block_size_of_config({"groups": [{"block_size": 32}], "hash_block_size": 8}) == 32
+    assert block_size_of_config({"groups": [], "hash_block_size": 8}) == 8
+    assert block_size_of_config({}) == 16
