@@ -12,8 +12,8 @@ and licence records, says in the description which font and version it was cut f
 source's timestamps, so the same source font gives the same bytes. ``kvlab-cjk.json`` records the
 source (family, version, sha256 of the file read) and the characters.
 
-Raises (as a message and exit status 1): a source that is not Noto Sans CJK SC (a .ttc without
-that face) or lacks a character.
+Raises (as a message and exit status 1): a source that is not Noto Sans CJK SC Regular (a .ttc
+without that face) or lacks a character.
 """
 
 from __future__ import annotations
@@ -59,10 +59,11 @@ def _open_source(path: Path) -> Any:
     else:
         faces = [TTFont(str(path), recalcTimestamp=False)]
     for face in faces:
-        if face["name"].getDebugName(1) == CJK_SOURCE_FAMILY:
+        if (face["name"].getDebugName(1), face["name"].getDebugName(2)) == (CJK_SOURCE_FAMILY,
+                                                                           "Regular"):  # fmt: skip
             return face
-    names = ", ".join(str(f["name"].getDebugName(1)) for f in faces)
-    raise ValueError(f"{path} has no {CJK_SOURCE_FAMILY!r} face (it has: {names})")
+    names = ", ".join(f"{f['name'].getDebugName(1)} {f['name'].getDebugName(2)}" for f in faces)
+    raise ValueError(f"{path} has no {CJK_SOURCE_FAMILY} Regular face (it has: {names})")
 
 
 def _rename(font: Any, source_version: str) -> None:
@@ -94,14 +95,14 @@ def make_subset(source: Path, out: Path = CJK_FONT) -> dict[str, Any]:
     manifest (``out`` with the suffix .json).
 
     Args:
-        source: Noto Sans CJK SC: the collection (.ttc) or the single face (.otf).
+        source: Noto Sans CJK SC Regular: the collection (.ttc) or the single face (.otf).
         out: The subset to write.
 
     Returns:
         The manifest written.
 
     Raises:
-        ValueError: If ``source`` has no Noto Sans CJK SC face or lacks a character.
+        ValueError: If ``source`` has no Noto Sans CJK SC Regular face or lacks a character.
     """
     from fontTools import subset, version
 
@@ -132,8 +133,11 @@ def make_subset(source: Path, out: Path = CJK_FONT) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m kvlab.fonts.subset SOURCE [--out FILE]``."""
-    parser = argparse.ArgumentParser(prog="python -m kvlab.fonts.subset", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m kvlab.fonts.subset",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("source", type=Path, help="Noto Sans CJK SC (.ttc or .otf)")
     parser.add_argument("--out", type=Path, default=CJK_FONT, help=f"default: {CJK_FONT}")
     args = parser.parse_args(argv)

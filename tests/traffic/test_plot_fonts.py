@@ -16,6 +16,7 @@ from kvlab.charts import figure_svg, language_rc
 from kvlab.cli import main
 from kvlab.fonts import CJK_FAMILY, CJK_FONT, CJK_MANIFEST
 from kvlab.fonts.subset import chart_characters
+from kvlab.fonts.subset import main as subset_main
 from kvlab.i18n import LANGUAGES, translations, use_language
 from kvlab.traffic import hit_rate_figure
 from kvlab.traffic import plot as plot_module
@@ -71,7 +72,8 @@ def test_the_subset_keeps_the_licence_notices_under_a_name_of_its_own():
     assert "SIL Open Font License, Version 1.1" in names[13]
     manifest = json.loads(CJK_MANIFEST.read_text(encoding="utf-8"))
     assert manifest["source_family"] == "Noto Sans CJK SC"
-    assert manifest["source_version"].startswith("Version ") and manifest["source_version"] in names[10]
+    version = manifest["source_version"]
+    assert version.startswith("Version ") and f"Noto Sans CJK SC ({version})" in names[10]
     cff = font["CFF "].cff
     assert cff.fontNames == ["kvlabCJK-Regular"]
     # NOTE: Noto Sans CJK derives from Source Han Sans, Reserved Font Name "Source"
@@ -82,6 +84,25 @@ def test_the_subset_keeps_the_licence_notices_under_a_name_of_its_own():
     assert "with Reserved Font Name 'Source'" in licence and "SIL OPEN FONT LICENSE Version 1.1" \
         in licence and "5) The Font Software, modified or unmodified" in licence
     assert CJK_FONT.stat().st_size < 40_000
+
+
+def test_the_subset_script_cuts_renames_and_records(tmp_path, capsys):
+    """Run on a stand-in for Noto Sans CJK SC (the shipped subset under that name: CI has no CJK
+    font), the script keeps exactly the chart characters and writes the manifest."""
+    out = tmp_path / "out" / "cjk.otf"
+    assert subset_main([str(_decoy(tmp_path)), "--out", str(out)]) == 0
+    font = TTFont(out)
+    assert "".join(sorted(chr(c) for c in font.getBestCmap())) == chart_characters()
+    assert font["name"].getDebugName(1) == CJK_FAMILY and font["CFF "].cff.fontNames == [
+        "kvlabCJK-Regular"]
+    manifest = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    assert manifest["source_file"] == "decoy.otf" and manifest["characters"] == chart_characters()
+    assert f"{len(chart_characters())} characters, from Noto Sans CJK SC" in capsys.readouterr().out
+    dejavu = Path(font_manager.__file__).parent / "mpl-data" / "fonts" / "ttf" / "DejaVuSans.ttf"
+    assert subset_main([str(dejavu), "--out", str(tmp_path / "x.otf")]) == 1
+    assert capsys.readouterr().err == (f"kvlab.fonts.subset: {dejavu} has no Noto Sans CJK SC "
+                                       "Regular face (it has: DejaVu Sans Book)\n")  # fmt: skip
+    assert not (tmp_path / "x.otf").exists()
 
 
 @pytest.fixture
@@ -140,7 +161,8 @@ def test_english_is_untouched_by_the_chinese_font(fonts_of):
 
 def test_the_default_is_the_current_language(monkeypatch):
     monkeypatch.setenv("KVLAB_LANG", "zh")  # NOTE: what a Chinese notebook's first cell sets
-    assert hit_rate_figure(ROWS).axes[0].get_xlabel() == "缓存容量（token 数，对数坐标）"
+    zh = hit_rate_figure(ROWS).axes[0]
+    assert zh.get_xlabel() == "缓存容量（token 数，对数坐标）"
     with use_language("en"):
         assert hit_rate_figure(ROWS).axes[0].get_xlabel() == "cache capacity (tokens, log scale)"
     assert hit_rate_figure(ROWS, lang="en").axes[0].get_xlabel() == \
