@@ -10,7 +10,9 @@ without pyplot (no global state, no backend to pick). This module holds what the
   writes the same clip boxes (a constrained layout re-run at each save moves them by float
   noise, and SVG ids are hashes of them);
 * ``figure_svg`` / ``save_figure``: SVG without a date and with fixed ids (``svg.hashsalt``),
-  PNG without a software stamp; ``save_figure`` writes atomically.
+  PNG without a software stamp; ``save_figure`` writes atomically;
+* ``language_rc(lang)``: the fonts that draw a language's labels the same on every machine
+  (Chinese: the CJK subset kvlab ships, ``kvlab.fonts``; never a font of the system).
 
 matplotlib is optional (``pip install 'kvlab[viz]'``): importing this module does not need it;
 ``require_matplotlib`` says so in a plain sentence when it is missing.
@@ -30,8 +32,8 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IMAGE_FORMATS", "figure_class", "figure_svg", "freeze_layout", "require_matplotlib",
-           "save_figure"]  # fmt: skip
+__all__ = ["IMAGE_FORMATS", "figure_class", "figure_svg", "freeze_layout", "language_rc",
+           "require_matplotlib", "save_figure"]  # fmt: skip
 
 IMAGE_FORMATS = ("svg", "png")
 """File formats ``save_figure`` writes."""
@@ -69,6 +71,33 @@ def freeze_layout(fig: Any) -> None:
     """Run the figure's layout engine once, then switch it off (the layout stays as drawn)."""
     fig.draw_without_rendering()
     fig.set_layout_engine("none")
+
+
+def language_rc(lang: str) -> dict[str, Any]:
+    """rcParams under which a figure's text in ``lang`` is drawn the same on every machine.
+
+    English: none (matplotlib's own DejaVu Sans, as ever). Chinese: the family list DejaVu Sans,
+    then ``kvlab CJK``, the subset of Noto Sans CJK SC in ``kvlab/fonts`` (registered with
+    matplotlib's font manager on first use); matplotlib takes each glyph from the first font of
+    the list that has it, so Latin letters and digits look as in English and Chinese characters
+    come from the bundled file, never from a font of the system.
+
+    Raises:
+        ValueError: If ``lang`` is not one of kvlab.i18n.LANGUAGES.
+        ImportError: Without matplotlib.
+    """
+    from kvlab.i18n import check_language
+
+    if check_language(lang) == "en":
+        return {}
+    from matplotlib import font_manager
+
+    from kvlab.fonts import CJK_FAMILY, CJK_FONT
+
+    manager = font_manager.fontManager
+    if not any(entry.fname == str(CJK_FONT) for entry in manager.ttflist):
+        manager.addfont(CJK_FONT)  # NOTE: clears findfont's cache
+    return {"font.family": ["DejaVu Sans", CJK_FAMILY]}
 
 
 def _savefig(fig: Any, f: Any, fmt: str) -> None:

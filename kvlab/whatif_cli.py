@@ -398,10 +398,12 @@ def whatif(trace: Path, fmt: str, capacity_tokens: str | None, block_size: str, 
                                  param_hint="--explain")
     progress = False if no_progress else None
     bs_text = ", ".join(str(bs) for bs in sizes)
-    titles = {}
+    from kvlab.traffic.plot import CHART_TEXTS  # NOTE: the title is drawn on the curve
+
+    title_msg, titles = CHART_TEXTS["whatif_title"], {}
     for lang in ("en", "zh"):  # NOTE: the report has both; table and images: the command's
         with use_language(lang):
-            titles[lang] = _("{trace}: {requests} requests, block size {block_sizes}").format(
+            titles[lang] = _(title_msg).format(
                 trace=trace.name, requests=f"{len(reqs):,}", block_sizes=bs_text)
     heading = titles[language()]
     with executor(jobs, dask_scheduler) as client:

@@ -119,3 +119,24 @@ def test_version_has_one_source() -> None:
     assert kvlab.__version__ == __version__
     source = (Path(kvlab.__file__).parent / "trace" / "fileformat.py").read_text()
     assert "import kvlab\n" not in source and "kvlab._version" in source
+
+
+def test_the_wheel_ships_the_data_files(tmp_path) -> None:
+    """Besides code, `pip install kvlab` must get the compiled catalogue and the CJK font that
+    Chinese charts draw with, its licence and its manifest. hatchling (pyproject's build
+    backend) builds the wheel from this tree, as pip would."""
+    import zipfile
+    from pathlib import Path
+
+    from hatchling.builders.wheel import WheelBuilder
+
+    repo = Path(__file__).resolve().parents[1]
+    (wheel,) = WheelBuilder(str(repo)).build(directory=str(tmp_path), versions=["standard"])
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        font = zf.read("kvlab/fonts/kvlab-cjk.otf")
+    assert {"kvlab/fonts/kvlab-cjk.otf", "kvlab/fonts/kvlab-cjk.json", "kvlab/fonts/OFL.txt",
+            "kvlab/fonts/subset.py", "kvlab/locale/zh/LC_MESSAGES/kvlab.mo",
+            "kvlab/traffic/plot.py"} <= names  # fmt: skip
+    assert font == (repo / "kvlab" / "fonts" / "kvlab-cjk.otf").read_bytes()
+    assert [n for n in names if "__pycache__" in n or not n.startswith("kvlab")] == []

@@ -6,10 +6,13 @@ Caches that agree draw the same line: each copy keeps its own colour and marker,
 and smaller on top of the first (hollow markers, so all show), and its legend entry says
 "identical to" the line it repeats.
 The knee of a line is the capacity past which more cache buys little: the trace's reused
-prefixes fit from there on. Labels are English unless ``lang="zh"`` asks for Chinese: their
-glyphs then come from the first CJK font matplotlib finds (_CJK_FONTS: Noto Sans CJK, Source Han
-Sans, WenQuanYi ...; without one, matplotlib warns and draws boxes into a PNG, while
-``kvlab whatif --html`` keeps the labels as SVG text, which the browser draws).
+prefixes fit from there on. Labels are in the current language (``kvlab.i18n``: a Chinese
+notebook sets ``KVLAB_LANG=zh``) or in the one ``lang`` names. Chinese labels are drawn with the
+font kvlab ships (``kvlab.fonts``: a subset of Noto Sans CJK SC holding every character of
+CHART_TEXTS in Chinese), Latin letters and digits with matplotlib's own DejaVu Sans: never a font
+of the system, so the figure is the same bytes on every machine. A title is drawn the same way;
+Chinese characters of a title that no chart text has are missing from that font (matplotlib
+warns and draws a box).
 
 matplotlib is optional (``pip install kvlab[viz]``): importing this module does not need it,
 ``hit_rate_figure`` says so when it is missing. The figure is a plain ``matplotlib.figure.Figure``
@@ -33,19 +36,35 @@ from kvlab.charts import (
     IMAGE_FORMATS,
     figure_class,
     freeze_layout,
+    language_rc,
     require_matplotlib,
     save_figure,
 )
-from kvlab.i18n import _, use_language
+from kvlab.i18n import N_, _, use_language
 
-__all__ = ["IMAGE_FORMATS", "hit_rate_figure", "save_figure"]
+__all__ = ["CHART_TEXTS", "IMAGE_FORMATS", "hit_rate_figure", "save_figure"]
+
+CHART_TEXTS = {
+    "x_label": N_("cache capacity (tokens, log scale)"),
+    "y_label": N_("hit rate (hit tokens / prompt tokens)"),
+    "line": N_("{cache}, block size {block_size}"),
+    "identical": N_(" (identical to {line})"),
+    "infinite": N_("infinite cache, block size {block_size}"),
+    "whatif_title": N_("{trace}: {requests} requests, block size {block_sizes}"),
+}
+"""Every text the curve draws, by role (``whatif_title``: the title ``kvlab whatif`` gives it).
+The CJK font kvlab ships holds every character of their translations: after changing one, run
+``python -m kvlab.fonts.subset`` (tests/traffic/test_plot_fonts.py says so)."""
 
 _COLORS = {"vllm": "tab:blue", "nano-vllm": "tab:orange", "nano": "tab:orange",
            "radix": "tab:green"}
 _STYLES = ("-", "--", ":", "-.")
-_CJK_FONTS = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei",
-              "Microsoft YaHei", "PingFang SC", "Noto Sans CJK JP")  # fmt: skip
 _MARKERS = ("o", "s", "^", "D", "v")
+
+
+def _text(role: str) -> str:
+    # NOTE: not _(CHART_TEXTS["x_label"]): Babel would extract "x_label" as a message
+    return _(CHART_TEXTS[role])
 
 
 def _row(r: Any) -> dict[str, Any]:
@@ -58,7 +77,7 @@ def _row(r: Any) -> dict[str, Any]:
 
 
 def hit_rate_figure(results: Iterable[Any], title: str | None = None, *,
-                    lang: str = "en") -> Any:  # fmt: skip
+                    lang: str | None = None) -> Any:  # fmt: skip
     """Draw hit rate against capacity (see the module docstring).
 
     Args:
@@ -67,7 +86,7 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None, *,
             become horizontal lines whatever their capacity.
         title: Figure title (None = none).
         lang: Language of the axis labels and the legend, "en" or "zh" (cache names stay
-            as they are).
+            as they are); None = the current language (``kvlab.i18n.language()``).
 
     Returns:
         A matplotlib Figure (shown as SVG in a notebook) with one Axes: x = capacity
@@ -82,13 +101,10 @@ def hit_rate_figure(results: Iterable[Any], title: str | None = None, *,
     with use_language(lang) as lang:
         if lang == "en":  # NOTE: matplotlib's own fonts: the same bytes as ever
             return _figure(results, title)
-        from matplotlib import font_manager, rc_context
+        from matplotlib import rc_context
 
-        installed = {f.name for f in font_manager.fontManager.ttflist}
-        # NOTE: a text keeps the family in force when it is made; matplotlib then takes each
-        # glyph from the first font of the list that has it (Latin: DejaVu Sans)
-        fonts = ["DejaVu Sans", *(f for f in _CJK_FONTS if f in installed)]
-        with rc_context({"font.family": fonts}):
+        # NOTE: a text keeps the family in force when it is made: no font is looked up later
+        with rc_context(language_rc(lang)):
             return _figure(results, title)
 
 
@@ -112,13 +128,13 @@ def _figure(results: Iterable[Any], title: str | None) -> Any:
         ax.plot(line.pop("xs"), line.pop("ys"), **line)
     for bs in sorted(best):
         ax.axhline(best[bs], linestyle=style[bs], color="0.35", linewidth=1,
-                   label=_("infinite cache, block size {block_size}").format(
+                   label=_text("infinite").format(
                        block_size=bs))  # fmt: skip
     ax.set_xscale("log")
     top = max([y for pts in lines.values() for _cap, y in pts] + list(best.values()))
     ax.set_ylim(0, min(1.0, max(top * 1.15, 0.01)))  # NOTE: low real hit rates stay readable
-    ax.set_xlabel(_("cache capacity (tokens, log scale)"))
-    ax.set_ylabel(_("hit rate (hit tokens / prompt tokens)"))
+    ax.set_xlabel(_text("x_label"))
+    ax.set_ylabel(_text("y_label"))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize="small", loc="best")
     if title:
@@ -138,9 +154,9 @@ def _line_styles(lines: dict[tuple[str, int], list[tuple[int, float]]],
         xs, ys = zip(*sorted(points), strict=True)
         key = (xs, tuple(round(y, 9) for y in ys))
         same = first.setdefault(key, [])
-        label = _("{cache}, block size {block_size}").format(cache=name, block_size=bs)
+        label = _text("line").format(cache=name, block_size=bs)
         if same:
-            label += _(" (identical to {line})").format(line=out[same[0]]["label"])
+            label += _text("identical").format(line=out[same[0]]["label"])
         same.append(i)
         out.append({"xs": xs, "ys": ys, "linestyle": style[bs], "label": label, "marker": "o",
                     "color": _COLORS.get(name, "tab:purple")})  # fmt: skip

@@ -5,8 +5,8 @@ language switch are inline. What it shows, in both languages (a button switches;
 JavaScript the English part shows):
 
 * the hit-rate curve (``plot.hit_rate_figure``, its labels in the section's language and kept
-  as SVG text, so the browser draws the Chinese ones with its own fonts) and the table of
-  every row;
+  as SVG text, measured with kvlab's CJK font and drawn by the browser with its own fonts) and
+  the table of every row;
 * where Belady ran: the split of the infinite cache's hits at each capacity into hits lost to
   capacity (infinite - belady) and hits lost to LRU (belady - vllm);
 * a model sized in bytes: the blocks each budget buys;
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import html
 import re
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -156,19 +155,20 @@ def _curve_svg(rows: list[dict], lang: str) -> str:
     (no title: the page's heading is right above it).
 
     Text stays text (``svg.fonttype: none``): the reader's browser draws it, Chinese included,
-    and the page stays small. matplotlib only measures the labels, with a CJK font where one is
-    installed (``plot.hit_rate_figure``); without one a missing glyph merely shifts a label by
-    a little, so its warning is silenced here.
+    and the page stays small. matplotlib only measures the labels, Chinese ones with the CJK
+    font kvlab ships (``plot.hit_rate_figure``), so the layout is the same on every machine;
+    the browser, which has no ``kvlab CJK``, is told to draw them with its own sans-serif font.
     """
     from matplotlib import rc_context
 
     from kvlab.charts import figure_svg
+    from kvlab.fonts import CJK_FAMILY
     from kvlab.traffic.plot import hit_rate_figure
 
-    with rc_context({"svg.fonttype": "none"}), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
+    with rc_context({"svg.fonttype": "none"}):
         svg = figure_svg(hit_rate_figure(rows, lang=lang))
     svg = svg[svg.index("<svg") :]  # NOTE: inline: no XML prologue
+    svg = svg.replace(f"'{CJK_FAMILY}'", f"'{CJK_FAMILY}', sans-serif")
     # NOTE: both languages' curves sit in one page: their ids (clip paths, markers) must differ
     svg = re.sub(r'\bid="([^"]+)"', rf'id="{lang}-\1"', svg)
     return re.sub(r'(url\(#|href="#)([^")]+)', rf"\1{lang}-\2", svg)

@@ -45,6 +45,9 @@ def test_each_language_has_its_curve_and_every_id_once():
     assert ">缓存容量（token 数，对数坐标）</text>" in zh and ">无限大缓存，块大小 512</text>" in zh
     assert ">vllm，块大小 512</text>" in zh  # NOTE: belady equals vLLM here, and says so
     assert ">belady，块大小 512（与 vllm，块大小 512 相同）</text>" in zh
+    # NOTE: measured with the bundled font, which the browser lacks: it falls back to sans-serif
+    assert "font-family: 'DejaVu Sans', 'kvlab CJK', sans-serif" in zh
+    assert "kvlab CJK" not in en
     ids = re.findall(r'\bid="([^"]+)"', page)
     assert len(ids) == len(set(ids)) and {i[:3] for i in ids} == {"en-", "zh-"}
     refs = re.findall(r'(?:url\(#|href="#)([^")]+)', page)
