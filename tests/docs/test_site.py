@@ -584,7 +584,9 @@ SEARCH = "input.md-search__input"
 def _search(page, words: str) -> list[str]:
     page.locator(SEARCH).click()
     page.locator(SEARCH).fill(words)
-    page.wait_for_selector(".md-search-result__item", timeout=30_000)
+    # NOTE: the search worker builds its lunr index in the page (the zh one segments ~500 KB of
+    # text); on a loaded 2-core machine that took over 30 s twice, so the ceiling is generous
+    page.wait_for_selector(".md-search-result__item", timeout=120_000)
     return page.eval_on_selector_all(".md-search-result__item > a", "els => els.map(e => e.href)")
 
 
