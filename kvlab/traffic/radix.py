@@ -226,7 +226,8 @@ class RadixPrefixCache:
 
 
 def radix_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int],
-                stop_after: int | None = None) -> list[CurvePoint]:  # fmt: skip
+                stop_after: int | None = None,
+                max_model_len: int | None = None) -> list[CurvePoint]:  # fmt: skip
     """The radix tree's hits at every capacity, each equal to its own faithful replay.
 
     Capacities are replayed from the largest down; one at least as large as the ``peak`` of a
@@ -237,14 +238,22 @@ def radix_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int],
         blocked: The traffic at one block size (only ``keys`` and prompt lengths are read).
         capacities_tokens: Pool sizes (tokens); each gives ``capacity // block_size`` pages.
         stop_after: Replay only the first ``stop_after`` requests (None = all).
+        max_model_len: Prompts longer than this (tokens) are refused at every capacity before
+            they reach the tree (SGLang refuses an input over its context length when the
+            request arrives), as ``stack.lru_curve`` does for vLLM; None = no limit.
 
     Returns:
         One CurvePoint per capacity, in the order given (``replayed_from`` None), equal
-        request by request to ``replay.serve_radix_one`` through kvlab.sglang.
+        request by request to ``replay.serve_radix_one`` through kvlab.sglang (with
+        ``max_model_len``: to it on the requests that are not refused).
 
     Raises:
-        ValueError: If a capacity is not a whole number of tokens or is below one block.
+        ValueError: If a capacity is not a whole number of tokens or is below one block, or
+            ``max_model_len`` is below one token.
     """
+    if max_model_len is not None and not (isinstance(max_model_len, int) and max_model_len >= 1):
+        raise ValueError(f"max_model_len must be a whole number of tokens >= 1 (or None), "
+                         f"got {max_model_len!r}")  # fmt: skip
     bs = blocked.block_size
     n = len(blocked) if stop_after is None else min(stop_after, len(blocked))
     keys, reqs = blocked.keys, blocked.requests
@@ -260,7 +269,11 @@ def radix_curve(blocked: BlockedTraffic, capacities_tokens: Sequence[int],
             continue
         sim = RadixPrefixCache(nb, bs)
         serve = sim.serve
-        hits = [serve(keys[i], reqs[i].num_prompt_tokens) for i in range(n)]
+        if max_model_len is None:
+            hits = [serve(keys[i], reqs[i].num_prompt_tokens) for i in range(n)]
+        else:
+            hits = [serve(keys[i], reqs[i].num_prompt_tokens)
+                    if reqs[i].num_prompt_tokens <= max_model_len else -1 for i in range(n)]  # fmt: skip
         rejected = hits.count(-1)
         if rejected:
             hits = [max(h, 0) for h in hits]

@@ -53,7 +53,7 @@ def run(task: tuple, blocked_at: Callable[[int], Any]) -> list[Any]:
     Raises:
         ValueError: An unknown task kind (and what the replays raise).
     """
-    from kvlab.traffic.replay import infinite_hits, replay_sequence
+    from kvlab.traffic.replay import infinite_hits
 
     kind = task[0]
     if kind == "model":
@@ -69,10 +69,10 @@ def run(task: tuple, blocked_at: Callable[[int], Any]) -> list[Any]:
         from kvlab.traffic.stack import lru_curve
 
         _, _, cache, caps, warmup, mml = task
-        if cache == "radix":  # NOTE: max_model_len is not applied to radix (as before)
+        if cache == "radix":
             from kvlab.traffic.radix import radix_curve
 
-            points = radix_curve(b, caps)
+            points = radix_curve(b, caps, max_model_len=mml)
         else:
             points = lru_curve(b, caps, cap_hit=cache == "vllm", max_model_len=mml)
         return [window(_from_point(cache, c, bs, p), reqs, warmup)
@@ -84,8 +84,11 @@ def run(task: tuple, blocked_at: Callable[[int], Any]) -> list[Any]:
         p = belady(b, cap, max_model_len=mml)
         return [window(_from_point("belady", cap, bs, p), reqs, warmup)]
     if kind == "radix":
+        from kvlab.traffic.radix import radix_curve
+
         _, _, cap, warmup, mml = task
-        return [window(replay_sequence(b, "radix", cap), reqs, warmup)]
+        point = radix_curve(b, [cap], max_model_len=mml)[0]
+        return [window(_from_point("radix", cap, bs, point), reqs, warmup)]
     if kind == "timed":
         from kvlab.traffic.timed import replay_timed
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvlab.traffic import prepare_blocks, read_mooncake, read_mooncake_lines, replay_sequence
+from kvlab.traffic import prepare_blocks, read_mooncake, read_mooncake_lines, replay_sequence, sweep
 from kvlab.traffic.radix import RadixPrefixCache, radix_curve
 from kvlab.traffic.replay import make_radix_cache, serve_radix_one
 from kvlab.traffic.synthetic import random_mooncake_lines
@@ -187,3 +187,26 @@ def test_keys_as_tuples_or_ranges_decide_as_lists():
     assert want == [0, 6, 4, 2]
     assert [as_tuples.serve(tuple(k), n) for k, n in requests] == want
     assert as_tuples.serve(range(1, 3), 5) == as_lists.serve([1, 2], 5) == 4
+
+
+def test_max_model_len_refuses_long_prompts_before_the_tree_as_the_vllm_curve_does():
+    rng = random.Random(11)
+    lines = random_mooncake_lines(rng, 60)
+    b = prepare_blocks(read_mooncake_lines(lines), 64)
+    lengths = sorted(r.num_prompt_tokens for r in b.requests)
+    mml = lengths[len(lengths) // 2]
+    long = [r.num_prompt_tokens > mml for r in b.requests]
+    assert 0 < sum(long) < len(long)
+    kept = [(k, r.num_prompt_tokens) for k, r, x in zip(b.keys, b.requests, long, strict=True) if not x]
+    for cap in (64 * 8, 64 * 40, 10**6):
+        point = radix_curve(b, [cap], max_model_len=mml)[0]
+        outcomes = iter(_lockstep(kept, cap // 64, 64, check_tree=False))  # the tree never sees them
+        want = [0 if x else (o[0] if (o := next(outcomes)) else 0) for x in long]
+        assert point.per_request_hit_tokens == want, cap
+        faithful_refused = sum(o is None for o in _lockstep(kept, cap // 64, 64, check_tree=False))
+        assert point.rejected == sum(long) + faithful_refused, cap
+    rows = sweep(read_mooncake_lines(lines), ["vllm", "radix"], [10**6], [64], max_model_len=mml)
+    rejected = {r.cache: r.rejected for r in rows}
+    assert rejected["radix"] == rejected["vllm"] == sum(long)  # a pool of 10**6 refuses nothing else
+    with pytest.raises(ValueError, match=r"max_model_len must be a whole number of tokens >= 1 \(or None\), got 0"):
+        radix_curve(b, [10**6], max_model_len=0)
