@@ -136,7 +136,7 @@ def test_the_wheel_ships_the_data_files(tmp_path) -> None:
         names = set(zf.namelist())
         font = zf.read("kvlab/fonts/kvlab-cjk.otf")
     assert {"kvlab/fonts/kvlab-cjk.otf", "kvlab/fonts/kvlab-cjk.json", "kvlab/fonts/OFL.txt",
-            "kvlab/fonts/subset.py", "kvlab/locale/zh/LC_MESSAGES/kvlab.mo",
+            "kvlab/font_subset.py", "kvlab/locale/zh/LC_MESSAGES/kvlab.mo",
             "kvlab/traffic/plot.py"} <= names  # fmt: skip
     assert font == (repo / "kvlab" / "fonts" / "kvlab-cjk.otf").read_bytes()
     assert [n for n in names if "__pycache__" in n or not n.startswith("kvlab")] == []

@@ -14,7 +14,7 @@ never a font of the system, so the figure is the same bytes wherever it is drawn
 After a Chinese chart text changes (a new translation, a new label), make the subset again from a
 copy of Noto Sans CJK SC (Debian/Ubuntu: ``apt-get install fonts-noto-cjk``)::
 
-    .venv/bin/python -m kvlab.fonts.subset /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
+    .venv/bin/python -m kvlab.font_subset /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
 
 ``tests/traffic/test_plot_fonts.py`` fails, naming the missing characters, until it is done.
 """

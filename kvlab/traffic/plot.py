@@ -54,7 +54,7 @@ CHART_TEXTS = {
 }
 """Every text the curve draws, by role (``whatif_title``: the title ``kvlab whatif`` gives it).
 The CJK font kvlab ships holds every character of their translations: after changing one, run
-``python -m kvlab.fonts.subset`` (tests/traffic/test_plot_fonts.py says so)."""
+``python -m kvlab.font_subset`` (tests/traffic/test_plot_fonts.py says so)."""
 
 _COLORS = {"vllm": "tab:blue", "nano-vllm": "tab:orange", "nano": "tab:orange",
            "radix": "tab:green"}

@@ -15,14 +15,14 @@ from matplotlib import font_manager
 from kvlab.charts import figure_svg, language_rc
 from kvlab.cli import main
 from kvlab.fonts import CJK_FAMILY, CJK_FONT, CJK_MANIFEST
-from kvlab.fonts.subset import chart_characters
-from kvlab.fonts.subset import main as subset_main
+from kvlab.font_subset import chart_characters
+from kvlab.font_subset import main as subset_main
 from kvlab.i18n import LANGUAGES, translations, use_language
 from kvlab.traffic import hit_rate_figure
 from kvlab.traffic import plot as plot_module
 from kvlab.traffic.plot import CHART_TEXTS
 
-RERUN = ("rerun the subset script with Noto Sans CJK SC: .venv/bin/python -m kvlab.fonts.subset "
+RERUN = ("rerun the subset script with Noto Sans CJK SC: .venv/bin/python -m kvlab.font_subset "
          "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc (apt-get install fonts-noto-cjk)")
 LINES = [
     '{"timestamp": 0, "input_length": 1024, "output_length": 1, "hash_ids": [0, 1]}',
@@ -100,7 +100,7 @@ def test_the_subset_script_cuts_renames_and_records(tmp_path, capsys):
     assert f"{len(chart_characters())} characters, from Noto Sans CJK SC" in capsys.readouterr().out
     dejavu = Path(font_manager.__file__).parent / "mpl-data" / "fonts" / "ttf" / "DejaVuSans.ttf"
     assert subset_main([str(dejavu), "--out", str(tmp_path / "x.otf")]) == 1
-    assert capsys.readouterr().err == (f"kvlab.fonts.subset: {dejavu} has no Noto Sans CJK SC "
+    assert capsys.readouterr().err == (f"kvlab.font_subset: {dejavu} has no Noto Sans CJK SC "
                                        "Regular face (it has: DejaVu Sans Book)\n")  # fmt: skip
     assert not (tmp_path / "x.otf").exists()
 

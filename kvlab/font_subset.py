@@ -1,7 +1,7 @@
 """Make ``kvlab/fonts/kvlab-cjk.otf``: Noto Sans CJK SC cut down to the Chinese chart texts.
 
-    .venv/bin/python -m kvlab.fonts.subset /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
-    .venv/bin/python -m kvlab.fonts.subset NotoSansCJKsc-Regular.otf      # the single-face file
+    .venv/bin/python -m kvlab.font_subset /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
+    .venv/bin/python -m kvlab.font_subset NotoSansCJKsc-Regular.otf      # the single-face file
 
 The characters are those of every chart text (``kvlab.traffic.plot.CHART_TEXTS``) in each of
 kvlab's languages other than English, without their ``{placeholders}``, plus the digits 0-9
@@ -69,7 +69,7 @@ def _open_source(path: Path) -> Any:
 def _rename(font: Any, source_version: str) -> None:
     """The OFL's rule for a modified version: a name of its own, notices kept."""
     described = (f"A subset of {CJK_SOURCE_FAMILY} ({source_version}) with only the characters "
-                 "of kvlab's Chinese chart labels, made by kvlab/fonts/subset.py.")  # fmt: skip
+                 "of kvlab's Chinese chart labels, made by kvlab/font_subset.py.")  # fmt: skip
     names = {1: CJK_FAMILY, 2: "Regular", 3: f"{source_version.split(';')[0]};kvlab;{_PS_NAME}",
              4: CJK_FAMILY, 5: f"{source_version}; kvlab subset", 6: _PS_NAME,
              10: described}  # fmt: skip
@@ -132,9 +132,9 @@ def make_subset(source: Path, out: Path = CJK_FONT) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m kvlab.fonts.subset SOURCE [--out FILE]``."""
+    """``python -m kvlab.font_subset SOURCE [--out FILE]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m kvlab.fonts.subset",
+        prog="python -m kvlab.font_subset",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         manifest = make_subset(args.source, args.out)
     except (OSError, ValueError) as exc:
-        print(f"kvlab.fonts.subset: {exc}", file=sys.stderr)
+        print(f"kvlab.font_subset: {exc}", file=sys.stderr)
         return 1
     print(f"{args.out.stat().st_size:,} bytes, {len(manifest['characters'])} characters, "
           f"from {manifest['source_family']} {manifest['source_version']}: {args.out}")
