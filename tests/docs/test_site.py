@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -582,11 +583,22 @@ SEARCH = "input.md-search__input"
 
 
 def _search(page, words: str) -> list[str]:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.locator(SEARCH).click()
-    page.locator(SEARCH).fill(words)
-    # NOTE: the search worker builds its lunr index in the page (the zh one segments ~500 KB of
-    # text); on a loaded 2-core machine that took over 30 s twice, so the ceiling is generous
-    page.wait_for_selector(".md-search-result__item", timeout=120_000)
+    # NOTE: the search worker builds its lunr index after the page loads; words typed before it
+    # is ready are not searched once it is (the results stay "type to start searching"), which
+    # a loaded machine hit. So type again until results show, for up to two minutes.
+    deadline = time.monotonic() + 120
+    while True:
+        page.locator(SEARCH).fill("")
+        page.locator(SEARCH).fill(words)
+        try:
+            page.wait_for_selector(".md-search-result__item", timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise
     return page.eval_on_selector_all(".md-search-result__item > a", "els => els.map(e => e.href)")
 
 
