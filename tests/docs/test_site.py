@@ -516,12 +516,7 @@ def test_switch_to_chinese_search_and_step_a_player_with_no_network(served: str)
         assert page.locator("html").get_attribute("lang") == "zh"
         assert "通过实际运行来学习" in page.locator("article").inner_text()
 
-        page.locator("input.md-search__input").click()
-        page.locator("input.md-search__input").fill("前缀缓存")
-        page.wait_for_selector(".md-search-result__item", timeout=30_000)
-        links = page.eval_on_selector_all(
-            ".md-search-result__item > a", "els => els.map(e => e.getAttribute('href'))"
-        )
+        links = _search(page, "前缀缓存")
         assert any(link.startswith(served + "zh/") for link in links), links
         first = page.locator(".md-search-result__item").first.inner_text()
         assert "前缀" in first or "缓存" in first, first  # a Chinese page about it
