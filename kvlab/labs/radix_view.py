@@ -25,7 +25,7 @@ _FIELDS = ("node_id", "lock_ref", "last_access_time")
 
 
 def _nodes(state: dict) -> dict[tuple[int, ...], tuple] | None:
-    """tokens from the root -> (slots, node_id, lock_ref, last_access_time), or None if unreadable."""
+    """Tokens from the root -> (slots, node_id, lock_ref, last_access_time); None if unreadable."""
     try:
         listing, columns = state["tree"], [state[f] for f in _FIELDS]
         if not all(len(c) == len(listing) for c in columns):
@@ -104,12 +104,14 @@ def radix_divergence_html(div: Any) -> str:
     if "tree" not in want or "tree" not in got:
         return ""
     differs = differing_paths(want, got)
-    left = _panel(_("{reference}, at the divergence").format(reference=source_name(div.source)), want, differs)
+    reference = _("{reference}, at the divergence").format(reference=source_name(div.source))
+    left = _panel(reference, want, differs)
     right = _panel(_("yours, after the same call"), got, differs)
     if not left or not right:
         return ""
-    legend = html.escape(_("≠: the other tree has no node with these tokens from the root, or one with "
-                           "other slots, node_id, lock_ref or last_access_time"))  # fmt: skip
+    legend = _("≠: the other tree has no node with these tokens from the root, or one "
+               "with other slots, node_id, lock_ref or last_access_time")
+    legend = html.escape(legend)
     grid = "display:grid;grid-template-columns:1fr 1fr;gap:8px;font-size:11px"
     return (f"<div class='kvlab-radix-divergence'><div style='{grid}'>{left}{right}</div>"
-            f"<div style='font-size:11px'>{legend}</div></div>")  # fmt: skip
+            f"<div style='font-size:11px'>{legend}</div></div>")

@@ -21,8 +21,9 @@ def _panels(report: str) -> list[list[tuple[str, bool]]]:
     out = []
     for chunk in report.split(PANEL)[1:]:
         pre = chunk[: chunk.index("</pre>")]
-        out.append([(html.unescape(re.sub(r"<[^>]+>", "", line)), "background-color: #fde2e1" in line)
-                    for line in pre.rstrip("\n").split("\n")])  # fmt: skip
+        lines = pre.rstrip("\n").split("\n")
+        red = "background-color: #fde2e1"
+        out.append([(html.unescape(re.sub(r"<[^>]+>", "", line)), red in line) for line in lines])
     return out
 
 
@@ -37,7 +38,7 @@ def test_no_split_on_match_shows_the_split_sglang_made_and_the_learner_did_not()
         ("root", False),
         ("└── #1 [3] 1 tok · lock 0 · t=13", False),
         ("    ├── #5 [1] 1 tok · lock 0 · t=13 ≠", True),  # the node the split made
-        ("    │   └── #2 [3] 1 tok · lock 0 · t=13 · evict #2 ≠", True),  # its lower half
+        ("    │   └── #2 [3] 1 tok · lock 0 · t=13 · evict #2 ≠", True),  # lower half
         ("    └── #3 [3 2] 2 tok · lock 0 · t=12", False),
         ("        └── #4 [3 0] 2 tok · lock 0 · t=12 · evict #1", False),
     ]
@@ -45,7 +46,7 @@ def test_no_split_on_match_shows_the_split_sglang_made_and_the_learner_did_not()
         ("yours, after the same call", False),
         ("root", False),
         ("└── #1 [3] 1 tok · lock 0 · t=13", False),
-        ("    ├── #2 [1 3] 2 tok · lock 0 · t=13 · evict #2 ≠", True),  # the edge left whole
+        ("    ├── #2 [1 3] 2 tok · lock 0 · t=13 · evict #2 ≠", True),  # left whole
         ("    └── #3 [3 2] 2 tok · lock 0 · t=12", False),
         ("        └── #4 [3 0] 2 tok · lock 0 · t=12 · evict #1", False),
     ]
@@ -61,7 +62,7 @@ def test_ignores_lock_ref_shows_the_locked_leaf_the_learner_evicted() -> None:
     ]
     assert yours[2:] == [
         ("└── #1 [3] 1 tok · lock 2 · t=27", False),
-        ("    └── #8 [0 3 3 0] 4 tok · lock 0 · t=26 · evict #1 ≠", True),  # what SGLang evicted
+        ("    └── #8 [0 3 3 0] 4 tok · lock 0 · t=26 · evict #1 ≠", True),
     ]
 
 
