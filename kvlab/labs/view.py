@@ -6,6 +6,9 @@ recorded scenario the tests check it step by step), so the learner can step back
 decision that led there. The learner's side is their state right after that operation, drawn by
 the same views (a trace with no events whose initial state is that state). In JupyterLab both are
 ``TracePlayer`` widgets side by side under the report; without ``kvlab[lab]`` the report alone.
+Lab ``radix_cache`` (SGLang's tree, no vLLM trace) draws both trees inside the report itself, as
+static HTML (``kvlab.labs.radix_view``): in JupyterLab, in exported notebooks and in
+``kvlab labs grade``'s outputs alike.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections import OrderedDict
 from typing import Any
 
 from kvlab.i18n import _, use_language
+from kvlab.labs.radix_view import radix_divergence_html
 from kvlab.labs.result import LabResult, field_label, fmt_value, source_name
 
 __all__ = ["divergence_traces", "divergence_view", "learner_state", "result_html"]
@@ -130,6 +134,7 @@ def result_html(result: LabResult) -> str:
             parts.append("<div>" + html.escape(_("First divergence: scenario {scenario}, operation {step}: {call}").format(
                 scenario=div.scenario, step=div.step, call=div.call)) + "</div>")
             parts.append(f"<table class='kvlab-divergence'>{_rows(result)}</table>")
+            parts.append(radix_divergence_html(div))  # "" outside lab radix_cache
             if div.history:
                 calls = "<br>".join(html.escape(h) for h in div.history[-5:])
                 summary = html.escape(_("calls just before"))

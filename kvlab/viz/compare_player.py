@@ -16,7 +16,6 @@ Examples:
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 try:
@@ -25,7 +24,6 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised where the extra is missing
     raise ImportError("kvlab.viz.ComparePlayer needs anywidget and ipywidgets: pip install 'kvlab[lab]'") from exc
 
-from rich.console import Console
 
 import html as _html_mod
 import json
@@ -35,6 +33,7 @@ from kvlab.i18n import _, check_language, language, use_language
 from kvlab.trace.untrusted import shown
 from kvlab.viz.assets import static_text
 from kvlab.viz.compare_side_by_side import render_cache_at_step
+from kvlab.viz.terminal import to_html
 
 __all__ = ["ComparePlayer", "compare_frames", "export_compare_html"]
 
@@ -48,9 +47,7 @@ _CSS = """
 
 
 def _html(renderable: Any, width: int) -> str:
-    console = Console(record=True, width=width, file=io.StringIO(), color_system="truecolor")
-    console.print(renderable)
-    return console.export_html(inline_styles=True, code_format="<pre>{code}</pre>")
+    return to_html(renderable, width)
 
 
 def _notes(runs: dict, names: list[str], step: int) -> list[str]:

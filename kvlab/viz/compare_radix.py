@@ -2,7 +2,9 @@
 
 One line per node, nested as the tree: its edge's first tokens, length, lock_ref and last
 access time. Locked nodes (a running request's path) are green, unlocked ones amber; the
-unlocked leaves carry their place in the LRU eviction order (``evict #1`` goes first)::
+unlocked leaves carry their place in the LRU eviction order (``evict #1`` goes first); nodes
+named in ``highlight`` (a lab's divergence: what differs from the other tree) end in ``≠`` on a
+red background::
 
     radix tree · 4 nodes · 14 tokens (evictable 6, protected 8) · pool 32 slots, 18 free
     root
@@ -19,6 +21,7 @@ Examples:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -30,6 +33,8 @@ __all__ = ["render_radix_tree"]
 LOCKED_STYLE = "bold #16a34a"
 EVICTABLE_STYLE = "#b45309"
 NEXT_EVICT_STYLE = "bold #dc2626"
+DIFFERS_STYLE = "on #fde2e1"
+DIFFERS_MARK = " ≠"
 
 
 def _tokens(key: tuple[int, ...], max_tokens: int) -> str:
@@ -37,7 +42,7 @@ def _tokens(key: tuple[int, ...], max_tokens: int) -> str:
     return f"[{shown}{' …' if len(key) > max_tokens else ''}]"
 
 
-def _label(node: Any, max_tokens: int, evict_rank: dict[int, int]) -> Text:
+def _label(node: Any, max_tokens: int, evict_rank: dict[int, int], differs: bool = False) -> Text:
     style = LOCKED_STYLE if node.lock_ref > 0 else EVICTABLE_STYLE
     text = Text(f"#{node.node_id} ", style="bold")
     text.append(_tokens(node.key, max_tokens), style=style)
@@ -45,11 +50,18 @@ def _label(node: Any, max_tokens: int, evict_rank: dict[int, int]) -> Text:
     rank = evict_rank.get(node.node_id)
     if rank is not None:
         text.append(f" · evict #{rank}", style=NEXT_EVICT_STYLE if rank == 1 else "dim")
+    if differs:
+        text.append(DIFFERS_MARK, style="bold #b42318")
+        text.stylize(DIFFERS_STYLE)
     return text
 
 
 def render_radix_tree(
-    snapshot: Any, max_tokens: int = 8, max_nodes: int = 200, title: str | None = None
+    snapshot: Any,
+    max_tokens: int = 8,
+    max_nodes: int = 200,
+    title: str | None = None,
+    highlight: Collection[int] = (),
 ) -> RenderableType:
     """The radix tree at one moment.
 
@@ -58,6 +70,7 @@ def render_radix_tree(
         max_tokens: Token ids shown per edge (tokens), >= 1.
         max_nodes: Nodes drawn at most; the rest are counted.
         title: First line; None = node / token / pool counts.
+        highlight: Node ids drawn as differing (``≠``, red background).
 
     Raises:
         ValueError: If max_tokens or max_nodes < 1.
@@ -81,7 +94,7 @@ def render_radix_tree(
     while stack and drawn < max_nodes:
         parent, nid = stack.pop()
         node = snapshot.nodes[nid]
-        branch = parent.add(_label(node, max_tokens, evict_rank))
+        branch = parent.add(_label(node, max_tokens, evict_rank, nid in highlight))
         drawn += 1
         stack.extend((branch, c) for c in reversed(node.children))
     parts: list[RenderableType] = [Text(head, style="bold"), tree]

@@ -54,6 +54,7 @@ __all__ = [
     "render_free_queue",
     "render_legend",
     "render_pool_grid",
+    "to_html",
     "to_text",
 ]
 
@@ -63,6 +64,16 @@ def to_text(renderable: RenderableType, width: int = 100) -> str:
     console = Console(record=True, width=width, color_system=None, file=_Null())
     console.print(renderable)
     return console.export_text()
+
+
+def to_html(renderable: RenderableType, width: int = 100) -> str:
+    """Render to static HTML (a ``<pre>`` with inline styles, no script) at ``width`` columns.
+
+    rich escapes the text (``&``, ``<``, ``>``), so strings from a learner's run are safe in it.
+    """
+    console = Console(record=True, width=width, file=_Null(), color_system="truecolor")
+    console.print(renderable)
+    return console.export_html(inline_styles=True, code_format="<pre>{code}</pre>")
 
 
 class _Null:
