@@ -8,7 +8,8 @@ the same views (a trace with no events whose initial state is that state). In Ju
 ``TracePlayer`` widgets side by side under the report; without ``kvlab[lab]`` the report alone.
 Lab ``radix_cache`` (SGLang's tree, no vLLM trace) draws both trees inside the report itself, as
 static HTML (``kvlab.labs.radix_view``): in JupyterLab, in exported notebooks and in
-``kvlab labs grade``'s outputs alike.
+``kvlab labs grade``'s outputs alike; lab ``nano_block_manager`` likewise draws both
+BlockManagers (``kvlab.labs.nano_view``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections import OrderedDict
 from typing import Any
 
 from kvlab.i18n import _, use_language
+from kvlab.labs.nano_view import nano_divergence_html
 from kvlab.labs.radix_view import radix_divergence_html
 from kvlab.labs.result import LabResult, field_label, fmt_value, source_name
 
@@ -135,6 +137,7 @@ def result_html(result: LabResult) -> str:
                 scenario=div.scenario, step=div.step, call=div.call)) + "</div>")
             parts.append(f"<table class='kvlab-divergence'>{_rows(result)}</table>")
             parts.append(radix_divergence_html(div))  # "" outside lab radix_cache
+            parts.append(nano_divergence_html(div))  # "" outside lab nano_block_manager
             if div.history:
                 calls = "<br>".join(html.escape(h) for h in div.history[-5:])
                 summary = html.escape(_("calls just before"))
