@@ -106,7 +106,7 @@ def test_an_unreadable_state_draws_nothing_and_strings_are_escaped() -> None:
     assert nano_divergence_html(_Div(want, None)) == ""
     odd = {**want, "block_table": {"<b>x</b>": [6]}, "num_cached_tokens": {"<b>x</b>": 0}}
     page = nano_divergence_html(_Div(want, odd))
-    assert "<b>x</b>" not in page and ""&lt;b&gt;x&lt;/b&gt;: 6 ≠" in pagelt;b"&lt;b&gt;x&lt;/b&gt;: 6 ≠" in pagegt;x"&lt;b&gt;x&lt;/b&gt;: 6 ≠" in pagelt;/b"&lt;b&gt;x&lt;/b&gt;: 6 ≠" in pagegt;:" in page
+    assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;:" in page
 
 
 def test_other_labs_reports_draw_no_block_manager() -> None:
