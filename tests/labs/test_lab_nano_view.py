@@ -82,7 +82,7 @@ def test_the_chinese_report_has_translated_titles_and_legend() -> None:
     assert ref[0][0] == "nano-vllm（kvlab 的复现），停在分歧处"
     assert yours[0][0] == "你的，执行同一个调用之后"
     assert [t for t, _ in yours[1:] if not t.startswith("  ")] == [
-        "使用中的块", "free_block_ids（队头在前：下一次 allocate 取走的就是它）", "hash_to_block_id", "各序列的 block_table"]
+        "使用中的块", "free_block_ids（队首在前：下一次 allocate 取走的就是它）", "hash_to_block_id", "各序列的 block_table"]
     assert yours[-1] == ("  s9: [] · num_cached_tokens 4 ≠", ["· num_cached_tokens 4 ≠"])
     assert "≠：另一个 BlockManager 在此处的条目不同" in zh
 
