@@ -359,24 +359,18 @@ def coverage(name: str) -> dict:
     cov = cov_mod.Coverage(data_file=None, include=[str(ROOT / "kvlab" / "*")], branch=False)
     cov.start()  # NOTE: before the first kvlab import, so definitions count as run
     target = _target(name)
+    blocks: set[str] = set()  # player-js: V8 block coverage of the static JS, from the worker
     with tempfile.TemporaryDirectory() as tmp:
         for f in files:
             try:
                 ft.execute(target, f.read_bytes(), Path(tmp))
             except ft.Disallowed:
                 pass
+            blocks |= set(getattr(target.run, "last_blocks", ()))
     cov.stop()
     data = cov.get_data()
     report = {}
-    if name == "player-js":  # NOTE: V8 block coverage of the static JS, from the worker
-        blocks: set[str] = set()
-        with tempfile.TemporaryDirectory() as tmp:
-            for f in files:
-                try:
-                    ft.execute(target, f.read_bytes(), Path(tmp))
-                except ft.Disallowed:
-                    pass
-                blocks |= set(target.run.last_blocks)
+    if name == "player-js":
         for js in sorted({b.split(":")[0] for b in blocks}):
             report[f"kvlab/viz/static/{js}"] = f"{sum(b.startswith(js + ':') for b in blocks)} V8 blocks run"
     for path in sorted(data.measured_files()):
